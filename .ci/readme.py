@@ -1,0 +1,46 @@
+"""Render README.md from nbs/index.ipynb (nbdev's own `nbdev_readme` needs Quarto, which CI cannot install).
+
+Markdown cells are copied; code cells are shown as Python blocks with their outputs, except cells marked `#| hide`;
+directive lines (`#| ...`) are dropped. `--check` exits 1 if README.md differs from the rendering;
+`--test-command` prints the README's test command (the second line of its first code block), which `.ci/run` runs.
+"""
+import json, re, sys
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
+
+
+def render(nb_path=root/'nbs'/'index.ipynb') -> str:
+    nb = json.loads(Path(nb_path).read_text())
+    out = []
+    for c in nb['cells']:
+        src = ''.join(c['source'])
+        if c['cell_type'] == 'markdown':
+            out.append(src.strip()); continue
+        lines = src.splitlines()
+        directives = [l for l in lines if l.startswith('#|')]
+        if any(re.match(r'#\|\s*hide', d) for d in directives): continue
+        code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
+        out.append(f'```python\n{code}\n```')
+        texts = []
+        for o in c.get('outputs', []):
+            t = o.get('text') or o.get('data', {}).get('text/plain')
+            if t: texts.append(ANSI.sub('', ''.join(t)).rstrip())
+        if texts: out.append('```\n' + '\n'.join(texts) + '\n```')
+    return '\n\n'.join(out) + '\n'
+
+
+def test_command(readme: str) -> str:
+    block = re.search(r'```(?:sh|bash)?\n(.*?)```', readme, re.S).group(1).strip().splitlines()
+    return block[1].strip()
+
+
+if __name__ == '__main__':
+    text = render()
+    if '--test-command' in sys.argv: print(test_command((root/'README.md').read_text())); sys.exit(0)
+    if '--check' in sys.argv:
+        same = (root/'README.md').read_text() == text
+        if not same: print('README.md is out of date: run python .ci/readme.py')
+        sys.exit(0 if same else 1)
+    (root/'README.md').write_text(text)

@@ -1,0 +1,16 @@
+"`pope-audit demo` end to end at reduced size: a report whose numbers come from a model that learned the task."
+import pandas as pd
+from pope_audit.cli import main
+from pope_audit.scoring import read_records, predictions
+
+
+def test_demo_command(tmp_path, capsys, shared):
+    main(['demo', '--out', str(tmp_path/'demo'), '--images', '30'])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"report: {tmp_path/'demo'/'report.html'}"
+    md = (tmp_path/'demo'/'report.md').read_text()
+    assert 'tiny synthetic model' in md and 'pope-audit run --model llava-hf/llava-1.5-7b-hf' in md
+    p = predictions(read_records(tmp_path/'demo'/'run'))
+    assert len(p) == 540 and (p.derived == p.greedy).all() and (p.two_token != p.greedy).any()
+    st = pd.read_csv(tmp_path/'demo'/'scores.csv').set_index(['readout', 'split'])
+    assert st.loc[('derived', 'random'), 'f1'] > 0.8 > st.loc[('two_token', 'random'), 'f1']
