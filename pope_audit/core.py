@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 # %% auto #0
-__all__ = ['InputError', 'project_root', 'shared_dir', 'cache_dir', 'read_jsonl', 'need', 'repair_jsonl_tail', 'JsonlAppender',
-           'atomic_write', 'sha256_file']
+__all__ = ['InputError', 'project_root', 'shared_dir', 'cache_dir', 'input_file', 'decode_line', 'read_jsonl', 'need',
+           'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'jsonable', 'dumps_strict']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -54,13 +54,31 @@ def cache_dir() -> Path:
     return p
 
 # %% ../nbs/00_core.ipynb #f7e7c27d
+def input_file(path:str|os.PathLike, # a file the user named
+               what:str='file', # what it is meant to be, for the message
+              ) -> Path:
+    "`path` if it is a regular file, else an `InputError` saying what it is instead (never opens a FIFO)."
+    p = Path(path)
+    if p.is_file(): return p
+    if not p.exists(): why = 'no such file'
+    elif p.is_dir(): why = 'is a folder, not a file'
+    else: why = 'not a regular file (a FIFO, socket or device): only regular files are read'
+    raise InputError(f'{what}: {why}', p)
+
+def decode_line(raw:bytes, path=None, line:int|None=None) -> str:
+    "One line of bytes as UTF-8 text (a leading byte-order mark dropped), or an `InputError` naming the line."
+    try: s = raw.decode('utf-8')
+    except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x} at column {e.start + 1})', path, line) from None
+    return s[1:] if line == 1 and s.startswith('\ufeff') else s
+
 def read_jsonl(path:str|os.PathLike) -> Iterator[tuple[int, dict]]:
     "Yield `(line_number, object)` for each non-blank line of a JSON Lines file."
-    path = Path(path)
-    try: f = open(path, encoding='utf-8')
+    path = input_file(path)
+    try: f = open(path, 'rb')
     except OSError as e: raise InputError(f'cannot read file: {e.strerror}', path) from None
     with f:
-        for i, line in enumerate(f, 1):
+        for i, raw in enumerate(f, 1):
+            line = decode_line(raw, path, i)
             if not line.strip(): continue
             try: obj = json.loads(line)
             except json.JSONDecodeError as e: raise InputError(f'malformed JSON ({e.msg} at column {e.colno})', path, i) from None
@@ -121,3 +139,16 @@ def sha256_file(path:str|os.PathLike) -> str:
     with open(path, 'rb') as f:
         for b in iter(lambda: f.read(1 << 20), b''): h.update(b)
     return h.hexdigest()
+
+# %% ../nbs/00_core.ipynb #5dfe79b0
+def jsonable(o):
+    "`o` with NaN and infinities as `None` and numpy scalars as Python numbers, recursively."
+    if isinstance(o, dict): return {k: jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)): return [jsonable(v) for v in o]
+    if hasattr(o, 'item') and type(o).__module__ == 'numpy': o = o.item()
+    if isinstance(o, float) and (o != o or o in (float('inf'), float('-inf'))): return None
+    return o
+
+def dumps_strict(o, **kw) -> str:
+    "JSON text of `o` that any parser accepts: `null` for NaN, never `NaN` or `Infinity`."
+    return json.dumps(jsonable(o), allow_nan=False, default=str, **kw)
