@@ -4,16 +4,16 @@
 
 # %% ../nbs/02_tokens.ipynb #4eb7cc2f
 from __future__ import annotations
-import os, shutil, tempfile
+import os, re, shutil, tempfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import pandas as pd
 from .core import InputError, cache_dir, sha256_file, shared_dir
 
 # %% auto #0
-__all__ = ['SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'FORMS', 'LLAVA_TWO', 'LLAVA_EIGHT', 'load_tokenizer', 'shared_tokenizer',
-           'Template', 'get_template', 'token_text', 'surface_ids', 'answer_tokens', 'Probe', 'probe', 'check_ids',
-           'probe_text']
+__all__ = ['SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'FORMS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'load_tokenizer',
+           'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'join_answer',
+           'answer_tokens', 'Probe', 'probe', 'check_ids', 'probe_text']
 
 # %% ../nbs/02_tokens.ipynb #67a007aa
 def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
@@ -56,7 +56,8 @@ class Template:
     answer_sep: str|None = None  # text between prompt and answer; None: ' ' after a non-space character, '' after whitespace
 
     def __post_init__(self):
-        if '{question}' not in self.text: raise InputError(f'template has no {{question}} slot: {self.text!r}', field='template')
+        n = self.text.count('{question}')
+        if n != 1: raise InputError(f'a template needs exactly one {{question}} slot, found {n}: {self.text!r}', field='template')
     def render(self, question:str) -> str: return self.text.replace('{question}', question)
     @property
     def sep(self) -> str:
@@ -71,7 +72,14 @@ TEMPLATES = {t.name: t for t in [
     Template('qwen2-vl', '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n'
              '<|vision_start|><|image_pad|><|vision_end|>{question}' + SINGLE_WORD + '<|im_end|>\n<|im_start|>assistant\n', ''),
     Template('instructblip', '{question}' + SINGLE_WORD, ' '),
+    Template('mplug-owl2', 'USER: <|image|>{question}' + SINGLE_WORD + ' ASSISTANT:', ' '),
 ]}
+
+_ESCAPES = re.compile(r'\\(\\|n|t)')
+
+def unescape(s:str) -> str:
+    "Interpret the escapes `\\n`, `\\t` and `\\\\` as typed on a command line; keep every other character as it is."
+    return _ESCAPES.sub(lambda m: {'n': '\n', 't': '\t', '\\': '\\'}[m[1]], s)
 
 def get_template(spec:str|Template) -> Template:
     "A preset by name, or a free-form template string containing `{question}`."
@@ -79,7 +87,7 @@ def get_template(spec:str|Template) -> Template:
     if spec in TEMPLATES: return TEMPLATES[spec]
     if '{question}' not in spec:
         raise InputError(f'unknown template preset {spec!r} and no {{question}} slot in it (presets: {", ".join(TEMPLATES)})', field='template')
-    return Template('custom', spec.encode().decode('unicode_escape') if '\\n' in spec else spec)
+    return Template('custom', unescape(spec))
 
 # %% ../nbs/02_tokens.ipynb #76ea5e2f
 FORMS = {'yes': ('yes', 'Yes'), 'no': ('no', 'No')}
@@ -101,26 +109,34 @@ def surface_ids(tok, forms=FORMS) -> dict[str, list[int]]:
     return {k: sorted(v) for k, v in out.items()}
 
 # %% ../nbs/02_tokens.ipynb #3ee8d60f
-def answer_tokens(tok, prompt:str, answer:str) -> list[int]:
-    "Ids that `answer` adds when appended to `prompt` (raises if the two merge across the boundary)."
+def join_answer(tok, prompt:str, answer:str) -> tuple[list[int], list[int]]:
+    "Ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced (empty unless they merge)."
     base, full = tok(prompt).input_ids, tok(prompt + answer).input_ids
     n = 0
     while n < min(len(base), len(full)) and base[n] == full[n]: n += 1
     specials = set(tok.all_special_ids)
-    rest = [i for i in base[n:] if i not in specials]
-    if rest: raise ValueError(f'the answer {answer!r} merges with the end of the prompt: {tok.convert_ids_to_tokens(base[n:])}')
-    new = full[n:]
-    while new and new[-1] in specials: new = new[:-1]
+    def strip(ids):                     # a tokenizer may append an end token to every encoding
+        while ids and ids[-1] in specials: ids = ids[:-1]
+        return ids
+    return strip(full[n:]), strip(base[n:])
+
+def answer_tokens(tok, prompt:str, answer:str) -> list[int]:
+    "Ids that `answer` adds when appended to `prompt` (raises if the two merge across the boundary)."
+    new, replaced = join_answer(tok, prompt, answer)
+    if replaced: raise ValueError(f'the answer {answer!r} merges with the end of the prompt: '
+                                  f'{tok.convert_ids_to_tokens(replaced)} becomes {tok.convert_ids_to_tokens(new)}')
     return new
 
 # %% ../nbs/02_tokens.ipynb #0e7301fb
+MERGES = 'merges with the prompt end'
+
 @dataclass
 class Probe:
     "What a tokenizer does with yes/no answers under one template."
     tokenizer: str
     template: Template
     question: str
-    answers: pd.DataFrame                 # form, label, joining, ids, tokens, single, used
+    answers: pd.DataFrame                 # form, label, joining, ids, tokens, merged, verdict, single, used
     surface: dict[str, list[int]]         # every id that spells a yes/no form
     derived: dict[str, list[int]]         # single-token ids at the answer position, template's joining
     vocab_size: int
@@ -133,17 +149,18 @@ class Probe:
                     texts={str(k): v for k, v in self.texts.items()},
                     answers=self.answers.assign(ids=self.answers.ids.map(list)).to_dict('records'))
 
+def _answer_row(tok, prompt, label, form, sep, used) -> dict:
+    ids, replaced = join_answer(tok, prompt, sep + form)
+    verdict = MERGES if replaced else 'single token' if len(ids) == 1 else f'{len(ids)} tokens'
+    return dict(form=form, label=label, joining=repr(sep + form), ids=tuple(ids), tokens=' '.join(tok.convert_ids_to_tokens(ids)),
+                merged=' '.join(tok.convert_ids_to_tokens(replaced)), verdict=verdict, single=verdict == 'single token', used=used)
+
 def probe(tok, template:str|Template='llava15', question:str='Is there a dog in the image?', forms=FORMS, name:str|None=None) -> Probe:
     "Probe `tok` under `template`: answer-position ids, surface ids, and the derived readout set."
     t = get_template(template)
-    prompt, rows = t.render(question), []
-    for label, fs in forms.items():
-        for f in fs:
-            for sep in dict.fromkeys([t.sep, '' if t.sep else ' ']):
-                ids = answer_tokens(tok, prompt, sep + f)
-                rows.append(dict(form=f, label=label, joining=repr(sep + f), ids=tuple(ids),
-                                 tokens=' '.join(tok.convert_ids_to_tokens(ids)), single=len(ids) == 1, used=sep == t.sep))
-    answers = pd.DataFrame(rows)
+    prompt = t.render(question)
+    answers = pd.DataFrame([_answer_row(tok, prompt, label, f, sep, sep == t.sep) for label, fs in forms.items()
+                            for f in fs for sep in dict.fromkeys([t.sep, '' if t.sep else ' '])])
     use = answers[answers.used & answers.single]
     derived = {k: sorted({r.ids[0] for r in use.itertuples() if r.label == k}) for k in forms}
     surface = surface_ids(tok, forms)
@@ -174,7 +191,7 @@ def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
 def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
     "A human-readable probe report."
     lines = [f'tokenizer: {pr.tokenizer} ({pr.vocab_size} tokens)', f'template:  {pr.template.name}: {pr.template.text!r}',
-             f'answer joins the prompt with {pr.template.sep!r}', '', 'answer position (first id the answer adds):',
+             f'answer joins the prompt with {pr.template.sep!r}', '', 'answer position (ids each form adds; a merge lists the prompt tokens it replaced):',
              pr.answers.to_string(index=False), '', 'surface forms in the vocabulary:']
     for k, v in pr.surface.items(): lines.append(f'  {k}: ' + ', '.join(f'{i} {pr.texts[i]!r}' for i in v))
     lines += ['', 'derived readout set (single tokens at the answer position):']
