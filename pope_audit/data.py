@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Iterable, Iterator
 import pandas as pd
 from PIL import Image
-from .core import InputError, need, read_jsonl
+from .core import InputError, need, read_jsonl, input_file
 
 # %% auto #0
-__all__ = ['SPLITS', 'COLUMNS', 'LLAVA_ID_BLOCK', 'KNOWN_VERSIONS', 'norm_qid', 'norm_label', 'split_from_name', 'read_objects',
-           'question_table', 'read_pope_file', 'read_pope_files', 'read_llava_questions', 'DatasetImages',
-           'read_hf_pope', 'hf_pope_like', 'ImageFolder', 'split_digest', 'fingerprint', 'load_questions',
-           'select_splits']
+__all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA_ID_BLOCK', 'LLAVA_BLOCKS', 'KNOWN_VERSIONS',
+           'KNOWN_ID_LABELS', 'norm_qid', 'norm_label', 'split_from_name', 'read_objects', 'question_table',
+           'read_pope_file', 'read_pope_files', 'question_core', 'question_object', 'question_match', 'llava_key',
+           'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like', 'ImageFolder', 'split_digest',
+           'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
 
 # %% ../nbs/01_data.ipynb #820fa62d
 SPLITS = ('adversarial', 'popular', 'random')
@@ -43,11 +44,12 @@ def split_from_name(path:str|os.PathLike) -> str|None:
 # %% ../nbs/01_data.ipynb #618580dc
 def read_objects(path:str|os.PathLike) -> Iterator[tuple[int, dict]]:
     "Yield `(line, object)` from a JSON Lines file or a JSON array file."
-    path = Path(path)
-    try: text = path.read_text(encoding='utf-8')
+    path = input_file(path)
+    try: raw = path.read_bytes()
     except OSError as e: raise InputError(f'cannot read file: {e.strerror}', path) from None
-    except UnicodeDecodeError: raise InputError('not a UTF-8 text file', path) from None
-    if not text.lstrip().startswith('['):
+    try: text = raw.decode('utf-8')
+    except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x})', path, raw.count(b'\n', 0, e.start) + 1) from None
+    if not text.lstrip().lstrip('\ufeff').startswith('['):
         yield from read_jsonl(path); return
     dec, i = json.JSONDecoder(), text.index('[') + 1
     while True:
@@ -78,6 +80,7 @@ def question_table(rows:Iterable[dict], file=None) -> pd.DataFrame:
 
 def read_pope_file(path:str|os.PathLike, split:str|None=None) -> pd.DataFrame:
     "Questions from one POPE file (`question_id, image, text, label`); the split comes from the file name."
+    path = input_file(path, 'question file')
     split = split or split_from_name(path)
     if split is None: raise InputError('cannot tell the split from the file name; name it (adversarial, popular or random)', path)
     def rows():
@@ -94,35 +97,76 @@ def read_pope_files(paths:Iterable[str|os.PathLike]) -> pd.DataFrame:
     for p in map(Path, paths):
         files += sorted(f for f in p.glob('*.json') if split_from_name(f)) if p.is_dir() else [p]
     if not files: raise InputError('no POPE question files found', ', '.join(map(str, paths)))
-    df = pd.concat([read_pope_file(f) for f in files], ignore_index=True)
-    dup = df.duplicated(['split', 'question_id'])
-    if dup.any(): raise InputError(f'split {df.split[dup].iloc[0]!r} comes from more than one file', files[-1])
+    parts, source = [read_pope_file(f) for f in files], {}
+    for f, part in zip(files, parts):
+        s = part.split.iloc[0]
+        if s in source: raise InputError(f'split {s!r} comes from two files ({source[s]} and {f}): give one file per split', f)
+        source[s] = str(f)
+    df = pd.concat(parts, ignore_index=True)
+    df.attrs['source'] = source
     return df
+
+# %% ../nbs/01_data.ipynb #8581e3d5
+INSTRUCTION_SUFFIXES = ('Answer the question using a single word or phrase.', 'Please answer yes or no.',
+                        'Answer yes or no.', 'Please answer this question with one word.')
+KNOWN_WORDINGS = {'imange': 'image'}   # LLaVA's copy of POPE
+_OBJECT = re.compile(r'is there (?:an? |any |some )?(.+?) in the (?:image|picture|photo)\??', re.I)
+
+def question_core(text:str) -> str:
+    "The question without known instruction suffixes, `<image>` markers and extra whitespace."
+    t = ' '.join(str(text).replace('<image>', ' ').split())
+    while (s := next((s for s in INSTRUCTION_SUFFIXES if t.lower().endswith(s.lower())), None)): t = t[:-len(s)].rstrip()
+    return t
+
+def _reworded(t:str) -> str: return re.sub(r'\w+', lambda m: KNOWN_WORDINGS.get(m.group(0).lower(), m.group(0)), t).lower()
+
+def question_object(text:str) -> str|None:
+    "The object a POPE question asks about (`'Is there a dog in the image?'` → `'dog'`), if it has that form."
+    m = _OBJECT.fullmatch(_reworded(question_core(text)))
+    return m.group(1) if m else None
+
+def question_match(a:str, b:str) -> str:
+    "`'same'`, `'wording'` (same question, a known version's words or case) or `'different'`."
+    ca, cb = question_core(a), question_core(b)
+    if ca == cb: return 'same'
+    return 'wording' if _reworded(ca) == _reworded(cb) else 'different'
 
 # %% ../nbs/01_data.ipynb #e6806646
 LLAVA_ID_BLOCK = 10_000_000   # LLaVA's question file numbers split k from k*10,000,000 + 1
+LLAVA_BLOCKS = ('adversarial', 'random', 'popular')   # which split each block of LLaVA's ids holds
+
+def llava_key(qid) -> tuple[str, int]|None:
+    "`(split, per-split id)` of one of LLaVA's file-wide question ids, or `None` if `qid` is not one."
+    if not isinstance(qid, int) or qid < 1 or qid // LLAVA_ID_BLOCK >= len(LLAVA_BLOCKS): return None
+    return LLAVA_BLOCKS[qid // LLAVA_ID_BLOCK], qid % LLAVA_ID_BLOCK
+
 
 def read_llava_questions(question_file:str|os.PathLike, label_dir:str|os.PathLike) -> pd.DataFrame:
     "Questions from LLaVA's POPE question file joined, by id, to its per-split label files."
-    labels = {}
+    if not Path(label_dir).is_dir(): raise InputError('--labels must be the folder holding coco_pope_<split>.json', label_dir)
+    labels, source = {}, {}
     for f in sorted(Path(label_dir).glob('*.json')):
         if not (s := split_from_name(f)): continue
+        source[s] = str(f)
         for line, o in read_objects(f):
             need(o, ['question_id', 'image', 'text', 'label'], f, line)
+            o = {**o, 'label': norm_label(o['label'], f, line)}    # a bad label is the label file's fault, not the question file's
             labels[s, norm_qid(o['question_id'])] = (o, f, line)
     if not labels: raise InputError('no POPE label files (coco_pope_<split>.json) in this folder', label_dir)
     def rows():
         for line, o in read_jsonl(question_file):
             need(o, ['question_id', 'image', 'text', 'category'], question_file, line)
-            qid, split = norm_qid(o['question_id']), o['category']
+            qid, split = norm_qid(o['question_id']), str(o['category'])
             key = (split, qid % LLAVA_ID_BLOCK if isinstance(qid, int) else qid)
             if key not in labels:
                 raise InputError(f'no label for question {qid!r} in split {split!r} under {label_dir}', question_file, line, 'question_id')
             lab, lf, ll = labels[key]
-            if lab['image'] != o['image'] or not o['text'].startswith(lab['text']):
+            if lab['image'] != o['image'] or question_match(o['text'], lab['text']) != 'same':
                 raise InputError(f'question {qid!r} does not match {Path(lf).name} line {ll}', question_file, line, 'text')
             yield dict(split=split, question_id=qid, image=o['image'], question=lab['text'], label=lab['label'], _line=line)
-    return question_table(rows(), question_file)
+    df = question_table(rows(), question_file)
+    df.attrs['source'] = {s: f'{question_file} + {source.get(s, label_dir)}' for s in df.split.unique()}
+    return df
 
 # %% ../nbs/01_data.ipynb #fe3bfda3
 class DatasetImages:
@@ -141,9 +185,17 @@ class DatasetImages:
 def _hf_dataset(source, split):
     import datasets
     if isinstance(source, (datasets.Dataset, datasets.DatasetDict)): ds = source
-    elif Path(str(source)).exists(): ds = datasets.load_from_disk(str(source))
-    else: ds = datasets.load_dataset(str(source), split=split)   # e.g. 'lmms-lab/POPE' on a machine with the hub
-    if isinstance(ds, datasets.DatasetDict): ds = ds[split]
+    elif not str(source).strip(): raise InputError('hf: needs a dataset id or a folder (hf:lmms-lab/POPE, hf:path/to/saved)', field='questions')
+    elif Path(str(source)).exists():
+        try: ds = datasets.load_from_disk(str(source))
+        except Exception as e: raise InputError(f'not a dataset saved with save_to_disk ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})', source) from None
+    else:
+        try: ds = datasets.load_dataset(str(source), split=split)   # e.g. 'lmms-lab/POPE' on a machine with the hub
+        except Exception as e:
+            raise InputError(f'no such dataset folder, and the hub cannot give one ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})', f'hf:{source}') from None
+    if isinstance(ds, datasets.DatasetDict):
+        if split not in ds: raise InputError(f'dataset has no split {split!r} (has {list(ds)})', source)
+        ds = ds[split]
     return ds
 
 def read_hf_pope(source='lmms-lab/POPE', split:str='test') -> tuple[pd.DataFrame, DatasetImages]:
@@ -208,22 +260,53 @@ def split_digest(df:pd.DataFrame) -> str:
     text = ''.join(f'{i}\t{q}\t{l}\n' for i, q, l in zip(rows.image, rows.question, rows.label))
     return hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]
 
+_COCO, _LLAVA = 'POPE official (COCO, POPE repository)', "LLaVA's older copy of POPE (COCO)"
+_AOK, _GQA = 'POPE official (A-OKVQA, SEEM)', 'POPE official (GQA, SEEM)'
+KNOWN_ID_LABELS = {   # (split, rows, id_label_digest) → every known version with those ids and labels
+    ('adversarial', 3000, '1bef613628128815'): (_COCO, _LLAVA, _AOK, _GQA),
+    ('popular', 3000, '1bef613628128815'): (_COCO, _LLAVA),
+    ('popular', 3000, 'da6400ab42635569'): (_AOK, _GQA),
+    ('random', 3000, '1bef613628128815'): (_COCO,),
+    ('random', 3000, 'da6400ab42635569'): (_AOK, _GQA),
+    ('random', 2910, '7a6d7c3c8e1c82e5'): (_LLAVA,),
+}
+
+def _split_id(q, split):
+    k = llava_key(q)
+    return k[1] if k and q >= LLAVA_ID_BLOCK and k[0] == split else q
+
+def id_label_digest(df:pd.DataFrame) -> str:
+    "Hash of one split's `question_id\tlabel` lines in id order, LLaVA's file-wide ids taken back to per-split ids."
+    ids = [_split_id(q, s) for q, s in zip(df.question_id, df.split)]
+    rows = sorted(zip(ids, df.label), key=lambda t: (0, t[0], '') if isinstance(t[0], int) else (1, 0, str(t[0])))
+    return hashlib.sha256(''.join(f'{i}\t{l}\n' for i, l in rows).encode('utf-8')).hexdigest()[:16]
+
 def fingerprint(df:pd.DataFrame) -> pd.DataFrame:
-    "Per split: row count, content hash, and the POPE version it matches (or 'unknown version')."
+    "Per split: row count, hash, and the POPE version it matches — or every version it is consistent with."
     out = []
     for split, g in df.groupby('split', sort=False):
-        h = split_digest(g)
-        out.append(dict(split=split, rows=len(g), sha256=h, version=KNOWN_VERSIONS.get((split, len(g), h), 'unknown version')))
+        il = KNOWN_ID_LABELS.get((split, len(g), id_label_digest(g)))
+        consistent = f'consistent with: {"; ".join(il)}' if il else None
+        if (g.image.astype(str) != '').all() and (g.question.astype(str) != '').all():
+            h = split_digest(g)
+            v = KNOWN_VERSIONS.get((split, len(g), h)) or 'unknown version' + (f' (ids and labels {consistent})' if il else '')
+        else:   # no images or question texts: ids and labels are all the evidence there is
+            h = id_label_digest(g)
+            v = f'{consistent} (from ids and labels only)' if il else 'unknown version (from ids and labels only)'
+        out.append(dict(split=split, rows=len(g), sha256=h, version=v))
     return pd.DataFrame(out)
 
 # %% ../nbs/01_data.ipynb #10a71049
 def load_questions(sources:Iterable[str|os.PathLike], labels:str|os.PathLike|None=None):
     "Question table and image source (or `None`) from POPE files/folders, LLaVA's file + `labels`, or `hf:ID`."
     sources = [str(s) for s in sources]
-    if len(sources) == 1 and sources[0].startswith('hf:'): return read_hf_pope(sources[0][3:])
+    if any(s.startswith('hf:') for s in sources):
+        if len(sources) > 1: raise InputError('hf: takes one dataset, not more question sources', field='questions')
+        return read_hf_pope(sources[0][3:])
     if len(sources) == 1 and Path(sources[0]).is_file() and not split_from_name(sources[0]):
         if labels is None: raise InputError('this looks like a LLaVA question file: give its label folder too (--labels)', sources[0])
         return read_llava_questions(sources[0], labels), None
+    if labels is not None: raise InputError("--labels goes with LLaVA's question file only; POPE files carry their labels", labels, field='labels')
     return read_pope_files(sources), None
 
 def select_splits(df:pd.DataFrame, splits:Iterable[str]|None=None) -> pd.DataFrame:
