@@ -9,7 +9,8 @@ import pandas as pd
 from scipy import stats
 
 # %% auto #0
-__all__ = ['cohens_d', 'compare_groups', 'p_for_d', 'attention_logit', 'attention_table', 'attention_report', 'plot_attention']
+__all__ = ['cohens_d', 'compare_groups', 'p_for_d', 'pvalue_table', 'attention_logit', 'attention_table', 'attention_report',
+           'plot_attention']
 
 # %% ../nbs/12_attention.ipynb #b389c684
 def cohens_d(x, y) -> float:
@@ -33,13 +34,28 @@ def compare_groups(values, correct, n_boot:int=2000, seed:int=0) -> dict:
                 p_correct_greater=float(mw.statistic / (len(x) * len(y))))
 
 # %% ../nbs/12_attention.ipynb #e337eee0
-def p_for_d(d:float, n_wrong:int, n:int=3000) -> dict:
-    "Two-sided p of Student's t and of Mann–Whitney (normal data) for effect `d` with `n_wrong` of `n` wrong."
+def p_for_d(d:float, # Cohen's d (sign ignored)
+            n_wrong:int, # size of the wrong group
+            n:int=3000, # both groups together
+           ) -> dict:
+    "Normal-theory two-sided p of Student's t, Welch's t and Mann–Whitney U for effect `d` with `n_wrong` of `n` wrong."
     n1, n2 = n - n_wrong, n_wrong
     t = abs(d) * np.sqrt(n1 * n2 / n)
+    df_welch = (1 / n1 + 1 / n2) ** 2 / (1 / (n1 ** 2 * (n1 - 1)) + 1 / (n2 ** 2 * (n2 - 1)))  # equal variances
     auc = stats.norm.cdf(abs(d) / np.sqrt(2))                          # P(X > Y) for two normals d apart
     z = (auc - 0.5) / np.sqrt((n + 1) / (12 * n1 * n2))
-    return dict(n_wrong=n_wrong, t=t, student_p=2 * stats.t.sf(t, n - 2), mannwhitney_p=2 * stats.norm.sf(z))
+    return dict(n_wrong=n_wrong, t=float(t), student_p=float(2 * stats.t.sf(t, n - 2)),
+                welch_p=float(2 * stats.t.sf(t, df_welch)), mannwhitney_p=float(2 * stats.norm.sf(z)))
+
+# %% ../nbs/12_attention.ipynb #9f3b25fc
+def pvalue_table(cmp:dict) -> pd.DataFrame:
+    "Each test of `compare_groups` output: statistic, p, and the normal-theory p for the same d and group sizes."
+    pr = p_for_d(cmp['cohens_d'], cmp['n_wrong'], cmp['n_correct'] + cmp['n_wrong'])
+    rows = [('Student t', cmp['student_t'], cmp['student_p'], pr['student_p']),
+            ('Welch t', cmp['welch_t'], cmp['welch_p'], pr['welch_p']),
+            ('Mann–Whitney U', cmp['mannwhitney_u'], cmp['mannwhitney_p'], pr['mannwhitney_p'])]
+    t = pd.DataFrame(rows, columns=['test', 'statistic', 'p', 'p_normal_theory'])
+    return t.assign(ratio=t.p / t.p_normal_theory)
 
 # %% ../nbs/12_attention.ipynb #2e396956
 def attention_logit(attn, abs_margin, correct) -> pd.DataFrame:
@@ -66,19 +82,27 @@ def attention_table(records, readout:str='derived') -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 def attention_report(records, readout:str='derived') -> dict:
-    "Group comparison, per-layer d, and the logistic regressions, for a run with attention recorded."
+    "Group comparison, every test's p beside its normal-theory value, per-layer d, and the logistic regressions."
     t = attention_table(records, readout)
-    if t.empty or t.correct.all() or (~t.correct).all(): return dict(table=t, compare=None, layers=None, logit=None)
+    if t.empty or t.correct.all() or (~t.correct).all(): return dict(table=t, compare=None, pvalues=None, layers=None, logit=None)
     layers = np.array(t.per_layer.tolist())
     per_layer = pd.DataFrame([dict(layer=i, cohens_d=cohens_d(layers[t.correct, i], layers[~t.correct, i])) for i in range(layers.shape[1])])
-    return dict(table=t, compare=compare_groups(t.image_share, t.correct), layers=per_layer,
+    cmp = compare_groups(t.image_share, t.correct)
+    return dict(table=t, compare=cmp, pvalues=pvalue_table(cmp), layers=per_layer,
                 logit=attention_logit(t.image_share, t.abs_margin, t.correct))
 
-def plot_attention(t:pd.DataFrame, ax=None, title:str=''):
-    "Distributions of the image share of attention for correct and wrong answers."
+# %% ../nbs/12_attention.ipynb #1411e920
+def plot_attention(t:pd.DataFrame, # `attention_table` output
+                   ax=None, title:str=''):
+    "Distributions of the image share of attention for correct and wrong answers, with each group's n and mean."
     import matplotlib.pyplot as plt, seaborn as sns
     ax = ax or plt.subplots(figsize=(6, 3))[1]
-    sns.kdeplot(t.assign(answer=t.correct.map({True: 'correct', False: 'wrong'})), x='image_share', hue='answer',
-                common_norm=False, fill=True, ax=ax, hue_order=['correct', 'wrong'])
+    for ok, name, colour in [(True, 'correct', 'C0'), (False, 'wrong', 'C3')]:
+        v = t.image_share[t.correct == ok]
+        if v.empty: continue
+        lab = f'{name} (n = {len(v):,}, mean {v.mean():.3f})'
+        if v.nunique() > 1: sns.kdeplot(x=v, fill=True, color=colour, alpha=0.3, ax=ax, label=lab)
+        ax.axvline(v.mean(), color=colour, ls='--', lw=1.2, label=None if v.nunique() > 1 else lab)
+    ax.legend(loc='upper left', fontsize='small', title='answer (dashed: mean)', title_fontsize='small')
     ax.set(xlabel="share of the answer position's attention on image tokens", title=title or 'attention on the image')
     return ax
