@@ -12,9 +12,9 @@ from .data import norm_qid, norm_label
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 
 # %% auto #0
-__all__ = ['SCHEMA', 'READOUTS', 'Record', 'Readout', 'readout', 'compare', 'max_readout', 'margin', 'two_token', 'eight_token',
-           'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact',
-           'vqa_punct', 'vlmeval_yorn', 'applicable', 'apply_readouts']
+__all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'Record', 'check_tie', 'Readout', 'readout', 'compare', 'max_readout', 'exact_tie',
+           'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass',
+           'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -58,63 +58,98 @@ class Record:
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         d['question_id'], d['label'] = norm_qid(d['question_id']), norm_label(d['label'], file, line)
-        if d.get('logits') is not None:
-            try: d['logits'] = {int(k): float(v) for k, v in d['logits'].items()}
-            except (ValueError, TypeError, AttributeError): raise InputError('logits must map token ids to numbers', file, line, 'logits') from None
+        if d.get('logits') is not None: d['logits'] = _logits(d['logits'], file, line)
         return cls(**d)
 
+def _logits(lg, file=None, line=None) -> dict[int, float]:
+    "Logits checked: a JSON object from integer token ids to finite numbers."
+    if not isinstance(lg, dict): raise InputError(f'logits must map token ids to numbers, got a {type(lg).__name__}', file, line, 'logits')
+    out = {}
+    for k, v in lg.items():
+        try: i = int(k)
+        except (ValueError, TypeError): raise InputError(f'logits: token id {k!r} is not an integer', file, line, 'logits') from None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise InputError(f'logits: the logit of id {i} must be a finite number, got {v!r}', file, line, 'logits')
+        out[i] = float(v)
+    return out
+
 # %% ../nbs/03_readouts.ipynb #e4349535
+TIE_RULES = ('decoder', 'ge')   # exact tie: the lowest tying id wins, as argmax does | yes wins (max yes ≥ max no)
+
+def check_tie(tie:str) -> str:
+    "`tie` if it is one of `TIE_RULES`, else an InputError."
+    if tie not in TIE_RULES: raise InputError(f'tie rule must be one of {TIE_RULES}, got {tie!r}', field='ties')
+    return tie
+
 @dataclass(frozen=True)
 class Readout:
     "A named rule from one record to yes / no / unknown."
     name: str
-    needs: str            # 'logits', 'greedy' or 'text'
+    needs: str                   # 'logits', 'greedy' or 'text'
     fn: Callable
     description: str
-    def __call__(self, rec:Record) -> str: return self.fn(rec)
+    tie_sensitive: bool = False  # a max readout: `fn` takes the tie rule
+    def __call__(self, rec:Record, tie:str='decoder') -> str:
+        check_tie(tie)
+        return self.fn(rec, tie=tie) if self.tie_sensitive else self.fn(rec)
     def applies(self, rec:Record) -> bool:
         "Does `rec` carry what this readout needs?"
         return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text}[self.needs] is not None
 
 READOUTS: dict[str, Readout] = {}
 
-def readout(name:str, needs:str, description:str):
-    "Register a readout function under `name`."
+def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
+    "Register a readout function under `name` (each name once)."
     def deco(fn):
-        READOUTS[name] = Readout(name, needs, fn, description)
+        if name in READOUTS: raise ValueError(f'a readout named {name!r} is already registered')
+        READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
         return fn
     return deco
 
 # %% ../nbs/03_readouts.ipynb #e57428f6
 def _max(logits, ids):
-    vals = [logits[i] for i in ids if i in logits]
-    return max(vals) if vals and len(vals) == len(ids) else None
+    "The largest logit over `ids`, or None if any id of them has no logit."
+    if not ids or logits is None or any(i not in logits for i in ids): return None
+    return max(logits[i] for i in ids)
 
 def compare(a:float|None, b:float|None) -> str:
-    "`'yes'` if a ≥ b, `'no'` if a < b, `'unknown'` if either is missing."
+    "`'yes'` if a ≥ b, `'no'` if a < b, `'unknown'` if either is missing (the aggregate contrasts' rule)."
     if a is None or b is None: return 'unknown'
     return 'yes' if a >= b else 'no'
 
-def max_readout(rec:Record, ids:dict[str, list[int]]|None) -> str:
-    "Max yes-logit vs max no-logit over `ids`."
+def max_readout(rec:Record, ids:dict[str, list[int]]|None, tie:str='decoder') -> str:
+    "Max yes-logit vs max no-logit over `ids`; an exact tie goes to the lowest tying id (`'decoder'`) or to yes (`'ge'`)."
+    check_tie(tie)
     if not ids or not ids.get('yes') or not ids.get('no'): return 'unknown'
-    return compare(_max(rec.logits, ids['yes']), _max(rec.logits, ids['no']))
+    y, n = _max(rec.logits, ids['yes']), _max(rec.logits, ids['no'])
+    if y is None or n is None: return 'unknown'
+    if y != n: return 'yes' if y > n else 'no'
+    if tie == 'ge': return 'yes'
+    low = min(i for i in [*ids['yes'], *ids['no']] if rec.logits[i] == y)   # argmax: the first index among equal maxima
+    return 'yes' if low in ids['yes'] else 'no'
+
+def exact_tie(rec:Record, ids:dict[str, list[int]]|None=None) -> bool:
+    "Is the max yes-logit exactly equal to the max no-logit over `ids` (default: the record's derived set)?"
+    ids = ids or rec.derived
+    if not ids: return False
+    y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
+    return y is not None and y == n
 
 def margin(rec:Record, ids:dict[str, list[int]]|None=None) -> float|None:
     "Max yes-logit minus max no-logit over `ids` (default: the record's derived set)."
     ids = ids or rec.derived
-    if not ids or rec.logits is None: return None
-    y, n = _max(rec.logits, ids.get('yes', [])), _max(rec.logits, ids.get('no', []))
+    if not ids: return None
+    y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
     return None if y is None or n is None else y - n
 
-@readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)')
-def two_token(rec): return max_readout(rec, LLAVA_TWO)
+@readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)', tie_sensitive=True)
+def two_token(rec, tie='decoder'): return max_readout(rec, LLAVA_TWO, tie)
 
-@readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)")
-def eight_token(rec): return max_readout(rec, LLAVA_EIGHT)
+@readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True)
+def eight_token(rec, tie='decoder'): return max_readout(rec, LLAVA_EIGHT, tie)
 
-@readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)")
-def derived(rec): return max_readout(rec, rec.derived)
+@readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)", tie_sensitive=True)
+def derived(rec, tie='decoder'): return max_readout(rec, rec.derived, tie)
 
 def _lse(xs): m = max(xs); return m + math.log(sum(math.exp(x - m) for x in xs))
 
@@ -174,6 +209,3 @@ def applicable(records:list[Record], names=None) -> list[str]:
     names = names or list(READOUTS)
     return [n for n in names if records and all(READOUTS[n].applies(r) for r in records)]
 
-def apply_readouts(records:list[Record], names=None) -> dict[str, list[str]]:
-    "`{readout: [decision per record]}` for every applicable readout."
-    return {n: [READOUTS[n].fn(r) for r in records] for n in applicable(records, names)}

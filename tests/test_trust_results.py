@@ -128,3 +128,97 @@ def test_template_escapes_keep_non_ascii():
     assert get_template('Réponds: {question}\\nASSISTANT:').text == 'Réponds: {question}\nASSISTANT:'
     assert get_template('问 {question}\\t答:').text == '问 {question}\t答:'
     assert get_template('{question} C:\\\\nope').text == '{question} C:\\nope'
+
+
+# --- ties decided as greedy decoding decides them ---
+
+from pope_audit.readouts import (Record, READOUTS, TIE_RULES, max_readout, exact_tie, readout, margin)
+from pope_audit.tokens import LLAVA_TWO, LLAVA_EIGHT
+
+
+def argmax_id(logits, n=32000):
+    import torch
+    x = torch.full((n,), -1e4, dtype=torch.float16)
+    x[list(logits)] = torch.tensor(list(logits.values()), dtype=torch.float16)
+    return int(x.argmax())
+
+
+def rec_with(logits, derived, greedy_id=None):
+    return Record('adversarial', 1, 'x.jpg', 'Is there a dog?', 'no', logits=logits, derived=derived, greedy_id=greedy_id,
+                  surface={'yes': [3582, 3869, 4874, 8241], 'no': [694, 1217, 1939, 3782]})
+
+
+def test_max_readouts_break_ties_like_argmax():
+    "Random fp16-like logits on a coarse grid (many exact ties), random id sets: every max readout equals argmax over its ids."
+    import random
+    rng = random.Random(0)
+    n_ties = {t: 0 for t in TIE_RULES}
+    for _ in range(1000):
+        pool = rng.sample(range(1, 32000), 8)
+        ids = {'yes': pool[:rng.randint(1, 4)], 'no': pool[4:4 + rng.randint(1, 4)]}
+        logits = {i: float(rng.randint(0, 3)) for i in pool}
+        r = rec_with(logits, ids, argmax_id(logits))
+        best = argmax_id({i: logits[i] for i in ids['yes'] + ids['no']})
+        want = 'yes' if best in ids['yes'] else 'no'
+        assert READOUTS['derived'](r) == max_readout(r, ids) == want
+        assert READOUTS['derived'](r, tie='ge') == ('yes' if exact_tie(r) else want)
+        if r.greedy_id in ids['yes'] + ids['no']: assert READOUTS['derived'](r) == READOUTS['greedy'](r)
+        n_ties['decoder'] += exact_tie(r) and want == 'no'
+        n_ties['ge'] += exact_tie(r) and want == 'yes'
+    assert n_ties["decoder"] > 30 and n_ties["ge"] > 30, n_ties   # ties going both ways were exercised
+
+
+def test_fixed_sets_tie_by_lowest_id():
+    eight = {i: 0.0 for ids in LLAVA_EIGHT.values() for i in ids}
+    r = rec_with({**eight, 3582: 5.0, 3782: 5.0}, None)            # yes 3582 < No 3782
+    assert (READOUTS['eight_token'](r), READOUTS['eight_token'](r, tie='ge')) == ('yes', 'yes')
+    r = rec_with({**eight, 8241: 5.0, 3782: 5.0}, None)            # Yes 8241 > No 3782
+    assert (READOUTS['eight_token'](r), READOUTS['eight_token'](r, tie='ge')) == ('no', 'yes')
+    r = rec_with({**eight, 3582: 5.0, 1217: 5.0}, None)            # yes 3582 > no 1217
+    assert (READOUTS['two_token'](r), READOUTS['two_token'](r, tie='ge')) == ('no', 'yes')
+    assert exact_tie(r, LLAVA_TWO) and not exact_tie(r, {'yes': [3582], 'no': [3782]})
+
+
+def test_tie_below_a_higher_token():
+    ll = {'yes': [3869, 4874], 'no': [694, 1939]}
+    lg = {3869: 8.0, 4874: 1.0, 694: 1.0, 1939: 8.0, 13: 10.0}
+    r = rec_with(lg, ll, argmax_id(lg))
+    assert r.greedy_id == 13 and READOUTS['greedy'](r) == 'unknown'
+    assert (READOUTS['derived'](r), READOUTS['derived'](r, tie='ge'), exact_tie(r)) == ('no', 'yes', True)
+
+
+def test_partly_missing_logits_are_unknown():
+    ll = {'yes': [3869, 4874], 'no': [694, 1939]}
+    r = rec_with({3869: 9.0, 694: 1.0, 1939: 2.0}, ll)
+    assert (READOUTS['derived'](r), margin(r), exact_tie(r)) == ('unknown', None, False)
+
+
+def test_tie_rule_checked_and_registry_refuses_duplicates():
+    r = rec_with({3869: 1.0, 4874: 0.0, 694: 0.0, 1939: 0.0}, {'yes': [3869, 4874], 'no': [694, 1939]})
+    with pytest.raises(InputError, match='tie rule'): READOUTS['derived'](r, tie='no')
+    with pytest.raises(ValueError, match='already registered'): readout('greedy', 'greedy', 'again')(lambda rec: 'yes')
+    assert READOUTS['greedy'].description.startswith('the greedy first token')
+
+
+def test_apply_readouts_removed():
+    import pope_audit.readouts as ro
+    assert not hasattr(ro, 'apply_readouts')
+
+
+# --- bad records ---
+
+GOOD = dict(split='adversarial', question_id=1, image='x.jpg', question='Is there a dog?', label='no')
+
+
+@pytest.mark.parametrize('logits', ['{"3869": NaN}', '{"3869": Infinity}', '{"3869": -Infinity}', '{"3869": "NaN"}',
+                                    '{"3869": "1.5"}', '{"3869": null}', '{"3869": true}', '{"3869": [1]}', '{"x": 1.0}',
+                                    '[1.0, 2.0]', '"logits"', '3.5'])
+def test_record_refuses_bad_logits(logits):
+    d = {**GOOD, 'logits': json.loads(logits)}
+    with pytest.raises(InputError, match='logits') as e: Record.from_dict(d, 'records.jsonl', 4)
+    assert "records.jsonl:4: field 'logits'" in str(e.value)
+
+
+def test_record_accepts_good_logits_and_refuses_unknown_schema():
+    assert Record.from_dict({**GOOD, 'logits': {'3869': 1, '1939': -2.5e3}}).logits == {3869: 1.0, 1939: -2500.0}
+    with pytest.raises(InputError, match='unknown record schema'): Record.from_dict({**GOOD, 'schema': 'pope-audit/record/0'})
