@@ -66,6 +66,7 @@ tensors = {'input_ids': ids, 'pixel_values': pixel_values, 'logits': o.logits.fl
            'suffix_logits': s.logits.float()}
 save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, 'io.safetensors'))
 save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(out, 'model.safetensors'))
+cfg.architectures = [type(model).__name__]   # as the model's save_pretrained (and the released config.json) has it
 cfg.save_pretrained(out)
 
 # The full parameter-name list at the real 7B configuration (LLaMA-2-7B widths, the default visual config),
