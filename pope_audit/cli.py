@@ -5,7 +5,7 @@
 # %% ../nbs/90_cli.ipynb #bbaafaa2
 from __future__ import annotations
 import argparse, json, sys
-from .core import InputError
+from .core import InputError, dumps_strict
 
 # %% auto #0
 __all__ = ['parse_ids', 'cmd_probe', 'cmd_score', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo', 'parser', 'main']
@@ -31,23 +31,37 @@ def cmd_probe(a):
 
 # %% ../nbs/90_cli.ipynb #49615ca7
 def _questions(a):
+    "The whole question table named by --questions (and --labels), with --splits checked against it."
     from pope_audit.data import load_questions, select_splits
+    if a.labels and not a.questions: raise InputError("--labels goes with --questions (LLaVA's question file)", a.labels, field='labels')
     if not a.questions: return None
     q, _ = load_questions(a.questions, a.labels)
-    return select_splits(q, a.splits)
+    select_splits(q, a.splits)
+    return q
+
+def _names(spec:str|None) -> list[str]|None:
+    "`a,b,c` as a list of names (`None` when not given)."
+    return [n.strip() for n in spec.split(',') if n.strip()] if spec else None
+
+def _pairs(spec:str|None) -> list[tuple[str, str]]|None:
+    "`a:b,c:d` as a list of readout pairs."
+    if not spec: return None
+    pairs = [tuple(p.split(':')) for p in _names(spec)]
+    for p in pairs:
+        if len(p) != 2 or not all(p): raise InputError(f'--pairs takes A:B,C:D (got {spec!r})', field='pairs')
+    return pairs
+
+def _answers(a, path, names=None):
+    from pope_audit.scoring import load_answers
+    return load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
 
 def cmd_score(a):
-    from pope_audit.scoring import load_answers, score_text, score_records, coverage, records_questions
-    from pope_audit.data import fingerprint
-    qs = _questions(a)
-    recs, kind = load_answers(a.answers, a.kind, qs)
-    if a.splits: recs = [r for r in recs if r.split in a.splits]
-    names = a.readouts.split(',') if a.readouts else None
-    if a.json:
-        qt = qs if qs is not None else records_questions(recs)
-        return dict(kind=kind, fingerprint=fingerprint(qt).to_dict('records'), coverage=coverage(recs, qs).reset_index().to_dict('records'),
-                    unknown_policy=a.unknown, scores=score_records(recs, names, a.unknown).to_dict('records'))
-    print(score_text(recs, qs, a.unknown, names, title=f'{a.answers} ({kind})'))
+    from pope_audit.scoring import score_summary, summary_text, summary_json
+    names = _names(a.readouts)
+    ans = _answers(a, a.answers, names)
+    sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties)
+    if a.json: return summary_json(sm)
+    print(summary_text(sm, title=f'{a.answers} ({ans.kind})'))
 
 # %% ../nbs/90_cli.ipynb #60216200
 def cmd_run(a):
@@ -71,8 +85,13 @@ def cmd_reconstruct(a):
                        f1_two=t.f1_two.map('{:.4f}'.format), yes_rate_two=t.yes_rate_two.map('{:.3f}'.format)).to_string(index=False))
         print('This is accounting: it shows how much each kind of flip contributes, not why the readouts disagree.')
         return
-    from pope_audit.scoring import read_records
-    t = reconstruct_records(read_records(a.run), a.a, a.b)
+    from pope_audit.reconstruct import reconstruct_preds
+    from pope_audit.scoring import check_readouts, predictions
+    ans = _answers(a, a.run, list(dict.fromkeys([a.a, a.b])))
+    if ans.preds is not None: preds = ans.preds
+    else: preds = predictions(ans.records, check_readouts(ans.records, list(dict.fromkeys([a.a, a.b])), f'this {ans.kind} file'), a.ties)
+    if preds.empty: raise InputError('no answers in the splits asked for', a.run, field='splits')
+    t = reconstruct_preds(preds, a.a, a.b)
     if a.json: return t.to_dict('records')
     print(f'{a.a} -> {a.b}, per split (flip counts relative to {a.a}\'s confusion cells):')
     print(t.round(4).to_string(index=False))
@@ -101,6 +120,12 @@ def parser() -> argparse.ArgumentParser:
         s.set_defaults(fn=fn)
         s.add_argument('--json', action='store_true', help='print machine-readable JSON')
         return s
+    def answers(s):
+        s.add_argument('--kind', choices=['records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions'], help='default: detected')
+        s.add_argument('--split', help='the split of a predictions table that has no split column')
+        questions(s)
+        s.add_argument('--ties', default='decoder', choices=['decoder', 'ge'],
+                       help='exact ties of max readouts: the lowest tying id wins, as the decoder does (default), or yes wins')
     def questions(s, required=False):
         s.add_argument('--questions', nargs='+', required=required, help='POPE files or folders, LLaVA question file, or hf:ID')
         s.add_argument('--labels', help="label folder for LLaVA's question file")
@@ -114,11 +139,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
     s = add('score', cmd_score, 'score answer files or records under every applicable readout')
-    s.add_argument('answers', help='LLaVA answers, lmms-eval log, VLMEvalKit table, or a run folder')
-    s.add_argument('--kind', choices=['records', 'llava', 'lmms-eval', 'vlmevalkit'], help='default: detected')
-    questions(s)
-    s.add_argument('--readouts', help='comma-separated readout names (default: all that apply)')
+    s.add_argument('answers', help='LLaVA answers, lmms-eval log, VLMEvalKit table, predictions table, or a run folder')
+    answers(s)
+    s.add_argument('--readouts', help="comma-separated readout names, or a predictions table's columns (default: all that apply)")
     s.add_argument('--unknown', default='wrong', choices=['wrong', 'no', 'yes', 'drop', 'lmms-eval'], help='policy for unknown answers')
+    s.add_argument('--pairs', help='readout pairs for McNemar\'s test, A:B,C:D (default: every pair)')
+    s.add_argument('--boot', type=int, default=2000, help='bootstrap resamples for the F1 intervals (0: none)')
 
     s = add('run', cmd_run, 'run a VLM on POPE and write per-question records')
     s.add_argument('--model', required=True, help='hub id or local folder')
@@ -137,7 +163,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--revision', help='hub revision')
 
     s = add('reconstruct', cmd_reconstruct, "the paper's gap from its confusion matrices, or flip rates between two readouts of a run")
-    s.add_argument('run', nargs='?', help='a run folder (default: the paper\'s published figures)')
+    s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")
+    answers(s)
     s.add_argument('--a', default='derived', help='reference readout (default: derived)')
     s.add_argument('--b', default='two_token', help='other readout (default: two_token)')
 
@@ -159,4 +186,4 @@ def main(argv=None):
     except InputError as e:
         print(f'pope-audit {a.cmd}: error: {e}', file=sys.stderr)
         sys.exit(2)
-    if a.json and res is not None: print(json.dumps(res, indent=1, default=str))
+    if a.json and res is not None: print(dumps_strict(res, indent=1))

@@ -10,7 +10,7 @@ from .metrics import scores, confusion, counted_yes, PAPER, paper_confusion
 
 # %% auto #0
 __all__ = ['RATES', 'PUBLISHED_RHO_N', 'apply_flips', 'published_flips', 'paper_reconstruction', 'estimate_flips',
-           'check_identity', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
+           'check_identity', 'reconstruct_preds', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
 
 # %% ../nbs/10_reconstruct.ipynb #ad864e06
 RATES = ('rho_N', 'phi', 'rho_P', 'psi')
@@ -64,17 +64,22 @@ def check_identity(preds_a, preds_b, labels) -> pd.DataFrame:
         ['tp', 'fp', 'tn', 'fn', 'precision', 'recall', 'f1', 'yes_rate']]
 
 # %% ../nbs/10_reconstruct.ipynb #5eb86448
-def reconstruct_records(records, a:str='derived', b:str='two_token') -> pd.DataFrame:
-    "Per split: flip counts and rates from readout `a` to `b`, F1 of each, and F1 of `b` predicted by the identity."
-    from pope_audit.readouts import READOUTS
+def reconstruct_preds(preds:pd.DataFrame, # `split`, `label` and one column of yes/no/unknown per readout
+                      a:str, # the reference readout's column
+                      b:str, # the other readout's column
+                     ) -> pd.DataFrame:
+    "Per split: flip counts and rates from column `a` to `b`, F1 of each, and F1 of `b` predicted by the identity."
     rows = []
-    for split in dict.fromkeys(r.split for r in records):
-        rs = [r for r in records if r.split == split]
-        pa, pb, l = [READOUTS[a](r) for r in rs], [READOUTS[b](r) for r in rs], [r.label for r in rs]
-        e = estimate_flips(pa, pb, l)
-        rows.append(dict(split=split, n=len(rs), **e['counts'], **e['rates'], f1_a=scores(e['a'])['f1'],
+    for split, g in preds.groupby('split', sort=False):
+        e = estimate_flips(g[a].tolist(), g[b].tolist(), g.label.tolist())
+        rows.append(dict(split=split, n=len(g), **e['counts'], **e['rates'], f1_a=scores(e['a'])['f1'],
                          f1_b=scores(e['b'])['f1'], f1_b_identity=scores(apply_flips(e['a'], e['rates']))['f1']))
     return pd.DataFrame(rows)
+
+def reconstruct_records(records, a:str='derived', b:str='two_token', tie:str='decoder') -> pd.DataFrame:
+    "`reconstruct_preds` for readouts `a` and `b` applied to records (each must apply to every record)."
+    from pope_audit.scoring import predictions
+    return reconstruct_preds(predictions(records, list(dict.fromkeys([a, b])), tie), a, b)
 
 # %% ../nbs/10_reconstruct.ipynb #47c569aa
 def flip_margins(records, a:str='derived', b:str='two_token', b_ids:dict|None=None) -> pd.DataFrame:
