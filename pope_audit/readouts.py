@@ -108,9 +108,9 @@ def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
 
 # %% ../nbs/03_readouts.ipynb #e57428f6
 def _max(logits, ids):
-    "The largest logit over `ids`, or None if any id of them has no logit."
-    if not ids or logits is None or any(i not in logits for i in ids): return None
-    return max(logits[i] for i in ids)
+    "The largest logit over `ids`, or None if any id of them has no logit (the missing one might be the largest)."
+    vals = [logits[i] for i in ids or [] if logits is not None and i in logits]
+    return max(vals) if vals and len(vals) == len(ids) else None
 
 def compare(a:float|None, b:float|None) -> str:
     "`'yes'` if a ≥ b, `'no'` if a < b, `'unknown'` if either is missing (the aggregate contrasts' rule)."

@@ -1,0 +1,187 @@
+"""Mutation check: each listed one-line change to a rule must make some test fail ("killed").
+
+Run from the repository root, with the project's virtual environment active:
+
+    python tests/mutants.py [--only NAME ...] [--first] [--list]
+
+For every mutant it copies the working tree (`git ls-files --cached --others --exclude-standard`, so tracked files,
+uncommitted edits and untracked non-ignored files; never `.venv`) to a scratch folder, makes ONE textual change there —
+in a notebook's source (then runs `nbdev_export` in the copy) or, for `.py` targets, in the generated module — and runs
+the mutant's checks in the copy: `nbdev_test --path nbs/...` for the notebooks and `pytest` on the named test files,
+with the copy first on `PYTHONPATH`. An unmutated copy is checked first (it must pass, or the table means nothing).
+It prints `mutant | killed/SURVIVED | by` and exits with status 1 if any mutant survives. `--first` stops each
+mutant's checks at the first that fails (faster; `by` then names only that one). Not collected by pytest (no
+`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 10 minutes on 2 cores.
+"""
+from __future__ import annotations
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = 'tests/test_trust_results.py'
+
+
+@dataclass
+class Mutant:
+    name: str
+    target: str          # a notebook (nbs/...ipynb: its cell source is changed, then exported) or a module (.py)
+    old: str             # one line (or part of one), which must occur exactly once in the target
+    new: str
+    notebooks: tuple = ()
+    pytest: tuple = (TESTS,)
+    why: str = ''
+
+
+M, R, T = 'nbs/04_metrics.ipynb', 'nbs/03_readouts.ipynb', 'nbs/02_tokens.ipynb'
+MUTANTS = [
+    # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
+    Mutant('policy_no', M, "elif unknown == 'no': fn, tn = fn + up, tn + un", "elif unknown == 'no': fn, tn = fn + up, tn", (M,),
+           why="'no' forgets unknowns on negatives"),
+    Mutant('policy_yes', M, "tp, fp, n_yes = tp + up, fp + un, n_yes + up + un", "tp, fp, n_yes = tp + up, fp + un, n_yes", (M,),
+           why="'yes' does not count unknowns in the yes-rate"),
+    Mutant('policy_drop', M, "n = n_all if unknown != 'drop' else n_all - up - un", "n = n_all", (M,),
+           why="'drop' keeps the unknowns in the denominator"),
+    Mutant('unknown_rate', M, "unknown_rate=_div(up + un, n_all)", "unknown_rate=_div(up + un, n)", (M,),
+           why='unknown-rate over the policy-dependent n'),
+    Mutant('counted_yes', M, "return np.where(p == -1, ~pos, p == 1)", "return np.where(p == -1, pos, p == 1)", (M,),
+           why='an unknown counted as correct'),
+    Mutant('bootstrap_alpha', M, "[100 * alpha / 2, 100 * (1 - alpha / 2)]", "[100 * alpha, 100 * (1 - alpha)]", (M,),
+           why='alpha where alpha/2 belongs'),
+    Mutant('mean_accuracy', M, "'accuracy': per.accuracy.mean()", "'accuracy': out.loc['pooled', 'accuracy']", (M,),
+           why='mean_accuracy is the pooled accuracy'),
+    # readouts: text rule, missing logits, schema, logits check, ties, registry
+    Mutant('vlmeval_both', R, "return 'yes' if y and not n else 'no' if n and not y else 'unknown'",
+           "return 'yes' if y else 'no' if n else 'unknown'", (R,), why='"yes and no" read as yes'),
+    Mutant('max_partial_logits', R, "return max(vals) if vals and len(vals) == len(ids) else None",
+           "return max(vals) if vals else None", (R,), why='max over the ids that happen to have logits'),
+    Mutant('record_schema', R, "if d.get('schema', SCHEMA) != SCHEMA: raise", "if False: raise", (R,),
+           why='any record schema accepted'),
+    Mutant('record_logits_finite', R, "if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):",
+           "if isinstance(v, bool) or not isinstance(v, (int, float)):", (R,), why='NaN/Infinity logits accepted'),
+    Mutant('tie_default_ge', R, "def __call__(self, rec:Record, tie:str='decoder') -> str:",
+           "def __call__(self, rec:Record, tie:str='ge') -> str:", (R,), why="readouts default to 'ge' (ties are yes)"),
+    Mutant('tie_always_yes', R, "if tie == 'ge': return 'yes'", "if True: return 'yes'", (R,),
+           why="every tie is yes, whatever the rule (the old behaviour)"),
+    Mutant('tie_highest_id', R, "low = min(i for i in", "low = max(i for i in", (R,), why='the highest tying id wins'),
+    Mutant('registry_duplicate', R, "if name in READOUTS: raise ValueError", "if False: raise ValueError", (R,),
+           why='a second readout silently replaces the first'),
+    # tokens: merging forms, template checks
+    Mutant('bpe_merge_verdict', T, "verdict = MERGES if replaced else 'single token' if len(ids) == 1",
+           "verdict = 'single token' if len(ids) == 1", (T,), why='a merged form counts as a single answer token'),
+    Mutant('bpe_merge_join', T, "return strip(full[n:]), strip(base[n:])", "return strip(full[n:]), []", (T,),
+           why='join_answer never reports the prompt ids a form replaced'),
+    Mutant('template_two_slots', T, "if n != 1: raise InputError", "if n < 1: raise InputError", (T,),
+           why='two {question} slots accepted'),
+    Mutant('template_escapes', T, "return Template('custom', unescape(spec))",
+           "return Template('custom', spec.encode().decode('unicode_escape') if '\\\\n' in spec else spec)", (T,),
+           why='free-form templates decoded through unicode_escape (Latin-1)'),
+    # the same tie rule changed in the generated module only: pytest alone must catch it
+    Mutant('tie_always_yes_module', 'pope_audit/readouts.py', "if tie == 'ge': return 'yes'", "if True: return 'yes'", (),
+           why='as tie_always_yes, in the generated module (pytest only)'),
+]
+
+
+def files_to_copy() -> list[str]:
+    out = subprocess.run(['git', 'ls-files', '--cached', '--others', '--exclude-standard', '-z'], cwd=ROOT, check=True,
+                         capture_output=True).stdout.decode().split('\0')
+    return [f for f in out if f and not f.startswith('.venv/') and (ROOT/f).is_file()]
+
+
+def copy_tree(dst:Path):
+    for f in files_to_copy():
+        (dst/f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT/f, dst/f)
+
+
+def mutate(dst:Path, m:Mutant):
+    "Apply `m` in the copy `dst`: exactly one occurrence of `m.old`, on one line, becomes `m.new`."
+    assert '\n' not in m.old and '\n' not in m.new, m.name
+    path = dst/m.target
+    if m.target.endswith('.ipynb'):
+        nb = json.loads(path.read_text())
+        hits = [(c, i) for c in nb['cells'] for i, line in enumerate(c['source'] if isinstance(c['source'], list) else [c['source']])
+                if m.old in line]
+        total = sum(''.join(c['source']).count(m.old) for c in nb['cells'])
+        if total != 1: raise SystemExit(f'mutant {m.name}: {m.old!r} occurs {total} times in {m.target}, not once')
+        c, i = hits[0]
+        src = c['source'] if isinstance(c['source'], list) else c['source'].splitlines(keepends=True)
+        src[i] = src[i].replace(m.old, m.new)
+        c['source'] = src
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
+        run(['nbdev_export'], dst, check=True)
+    else:
+        text = path.read_text()
+        if text.count(m.old) != 1: raise SystemExit(f'mutant {m.name}: {m.old!r} occurs {text.count(m.old)} times in {m.target}, not once')
+        path.write_text(text.replace(m.old, m.new))
+
+
+def env_for(dst:Path) -> dict:
+    from pope_audit.core import shared_dir
+    env = dict(os.environ, PYTHONPATH=str(dst) + os.pathsep + os.environ.get('PYTHONPATH', ''),
+               HF_HUB_OFFLINE='1', HF_DATASETS_OFFLINE='1', TRANSFORMERS_OFFLINE='1', MPLBACKEND='Agg')
+    sh = shared_dir()
+    if sh is not None: env['POPE_AUDIT_SHARED'] = str(sh)
+    return env
+
+
+def run(cmd, cwd:Path, check=False) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, env=env_for(cwd), capture_output=True, text=True)
+    if check and r.returncode: raise SystemExit(f'{" ".join(cmd)} failed in {cwd}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}')
+    return r
+
+
+def checks(m:Mutant) -> list[tuple[str, list[str]]]:
+    return ([(f'nbdev_test {nb}', ['nbdev_test', '--path', nb]) for nb in m.notebooks] +
+            [(f'pytest {p}', [sys.executable, '-m', 'pytest', '-q', '-x', '-p', 'no:cacheprovider', p]) for p in m.pytest])
+
+
+def trial(m:Mutant|None, first:bool=False, notebooks=(), keep=False) -> tuple[list[str], float]:
+    "Copy, mutate (unless `m` is None: the baseline), run the checks; return the names of the checks that failed."
+    t0, dst = time.time(), Path(tempfile.mkdtemp(prefix=f'mutant-{m.name if m else "baseline"}-'))
+    try:
+        copy_tree(dst)
+        r = run([sys.executable, '-c', 'import pope_audit; print(pope_audit.__file__)'], dst, check=True)
+        assert r.stdout.strip().startswith(str(dst)), f'the copy imports the wrong package: {r.stdout}'
+        if m is not None: mutate(dst, m)
+        todo = checks(m) if m else [(f'nbdev_test {nb}', ['nbdev_test', '--path', nb]) for nb in notebooks] + \
+            [(f'pytest {TESTS}', [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', TESTS])]
+        failed = []
+        for name, cmd in todo:
+            if run(cmd, dst).returncode: failed.append(name)
+            if failed and first: break
+        return failed, time.time() - t0
+    finally:
+        if not keep: shutil.rmtree(dst, ignore_errors=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--only', nargs='+', metavar='NAME', help='run only these mutants')
+    ap.add_argument('--first', action='store_true', help="stop a mutant's checks at the first failing one")
+    ap.add_argument('--list', action='store_true', help='list the mutants and exit')
+    ap.add_argument('--keep', action='store_true', help='keep the scratch copies (their paths are printed)')
+    a = ap.parse_args(argv)
+    todo = MUTANTS if not a.only else [m for m in MUTANTS if m.name in a.only]
+    if a.only and len(todo) != len(set(a.only)):
+        raise SystemExit(f'unknown mutant(s): {sorted(set(a.only) - {m.name for m in MUTANTS})}')
+    if a.list:
+        for m in MUTANTS: print(f'{m.name:24} {m.target:26} {m.why}')
+        return 0
+    nbs = sorted({nb for m in todo for nb in m.notebooks})
+    failed, dt = trial(None, notebooks=nbs, keep=a.keep)
+    if failed: raise SystemExit(f'the unmutated copy already fails ({", ".join(failed)}): fix that first')
+    print(f'baseline: unmutated copy passes {", ".join(nbs + [TESTS])} ({dt:.0f}s)', flush=True)
+    rows = []
+    print(f'{"mutant":24} | {"result":8} | by', flush=True)
+    for m in todo:
+        by, dt = trial(m, a.first, keep=a.keep)
+        rows.append((m.name, 'killed' if by else 'SURVIVED', ', '.join(by) or '-'))
+        print(f'{rows[-1][0]:24} | {rows[-1][1]:8} | {rows[-1][2]}  ({dt:.0f}s)', flush=True)
+    survived = [r[0] for r in rows if r[1] == 'SURVIVED']
+    print(f'{len(rows) - len(survived)}/{len(rows)} killed' + (f'; SURVIVED: {", ".join(survived)}' if survived else ''))
+    return 1 if survived else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
