@@ -4,66 +4,22 @@
 
 # %% ../nbs/06_inference.ipynb #d4dd3cb5
 from __future__ import annotations
-import datetime, hashlib, json, os, platform
+import dataclasses, hashlib, os, sys
 from pathlib import Path
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from .core import InputError, JsonlAppender, atomic_write, repair_jsonl_tail
+from .core import InputError, JsonlAppender, repair_jsonl_tail
 from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_qid
 from .readouts import Record, margin
 from .tokens import token_text
-from .models import Adapter, load_adapter, quantization_in_effect, module_dtypes
+from .models import Family, load_adapter, quantization_in_effect, module_dtypes
+from .engine import Engine, reference_logits
+from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
+                                  image_hashes, images_identity, _now)
 
 # %% auto #0
-__all__ = ['reference_logits', 'score_image', 'plan', 'tokenizer_fingerprint', 'run_identity', 'environment', 'run']
-
-# %% ../nbs/06_inference.ipynb #c8bb4cb9
-@torch.no_grad()
-def reference_logits(adapter:Adapter, image, question:str) -> torch.Tensor:
-    "First-step logits from one `generate(max_new_tokens=1)` over the full prompt (the paper's method)."
-    out = adapter.model.generate(**adapter.full_inputs(image, question), max_new_tokens=1, do_sample=False,
-                                 output_logits=True, return_dict_in_generate=True)
-    return out.logits[0][0].float()
-
-# %% ../nbs/06_inference.ipynb #95e4c691
-def _first_step_result(logits, cand, topk):
-    lse = torch.logsumexp(logits, -1)
-    top = torch.topk(logits, topk, -1).indices
-    greedy = logits.argmax(-1)
-    out = []
-    for b in range(logits.shape[0]):
-        ids = sorted(set(cand) | set(top[b].tolist()) | {int(greedy[b])})
-        vals = logits[b, ids].tolist()
-        out.append(dict(greedy_id=int(greedy[b]), logits=dict(zip(ids, vals)), topk=top[b].tolist(), logsumexp=float(lse[b])))
-    return out
-
-@torch.no_grad()
-def score_image(adapter:Adapter, image, questions:list[str], batch_size:int=8, max_new_tokens:int=16,
-                topk:int=10, attention:bool=False) -> list[dict]:
-    "First-step results and greedy continuation for each question about one image."
-    enc = adapter.encode(image, questions)
-    head = enc.ids[0][:enc.split]
-    if any(ids[:enc.split] != head for ids in enc.ids): raise RuntimeError('questions of one image do not share the image prefix')
-    state, cand, results = adapter.prefix(enc), adapter.candidate_ids(), []
-    for s in range(0, len(questions), batch_size):
-        rows = list(range(s, min(s + batch_size, len(questions))))
-        st = adapter.first_step(enc, state, rows, attention)
-        res = _first_step_result(st.logits, cand, topk)
-        tok = st.logits.argmax(-1)
-        gen, done = [[t] for t in tok.tolist()], [t in adapter.eos_ids for t in tok.tolist()]
-        for _ in range(max_new_tokens - 1):
-            if all(done): break
-            tok = adapter.step(tok, st).argmax(-1)
-            for b, t in enumerate(tok.tolist()):
-                if not done[b]: gen[b].append(t); done[b] = t in adapter.eos_ids
-        for b, r in enumerate(res):
-            r['text'] = adapter.tokenizer.decode(gen[b], skip_special_tokens=True).strip()
-            if st.attention is not None:
-                per = st.attention[b].tolist()
-                r['attention'] = dict(image_share=sum(per) / len(per), per_layer=per)
-        results += res
-    return results
+__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'run']
 
 # %% ../nbs/06_inference.ipynb #18f69024
 def plan(questions:pd.DataFrame) -> list[tuple[str, list[str], list[list[int]]]]:
@@ -76,107 +32,122 @@ def plan(questions:pd.DataFrame) -> list[tuple[str, list[str], list[list[int]]]]
     return out
 
 # %% ../nbs/06_inference.ipynb #ef8c2760
-def _version(dist):
-    from importlib.metadata import version, PackageNotFoundError
-    try: return version(dist)
-    except PackageNotFoundError: return None
-
 def tokenizer_fingerprint(tok) -> dict:
     "Name, size and a hash of the vocabulary."
     v = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
     h = hashlib.sha256('\n'.join(f'{i}\t{t}' for t, i in v).encode('utf-8')).hexdigest()[:16]
     return dict(name=getattr(tok, 'name_or_path', ''), size=len(tok), sha256=h)
 
-def run_identity(adapter:Adapter, questions:pd.DataFrame, splits, limit, batch_size, max_new_tokens, topk, attention) -> dict:
-    "What a run is: everything that must match for records to be appended to it."
-    m = adapter.model
-    fp = fingerprint(questions)
-    return dict(model=adapter.name, revision=getattr(m.config, '_commit_hash', None), family=adapter.family,
+def run_identity(family:Family, # the loaded family
+                 cfg:RunConfig, # the run's configuration
+                 questions:pd.DataFrame, # the questions this run answers
+                 hashes:dict[str, str], # image name -> content hash
+                ) -> dict:
+    "What a run is, as it took effect: everything that must match for records to be appended to it."
+    m = family.model
+    return dict(model=family.name, revision=getattr(m.config, '_commit_hash', None) or cfg.revision, family=family.family,
+                family_options=family.settings, experimental=family.experimental, model_args=cfg.model_args,
                 dtype=str(m.dtype).replace('torch.', ''), module_dtypes=module_dtypes(m), quantization=quantization_in_effect(m),
                 attn_implementation=m.config._attn_implementation,
-                template=dict(name=adapter.template.name, text=adapter.template.text, answer_sep=adapter.template.sep),
-                image_processor=type(getattr(adapter.processor, 'image_processor', None)).__name__,
-                options=dict(pad_square=getattr(adapter, 'pad_square', False)),
-                tokenizer=tokenizer_fingerprint(adapter.tokenizer), readout_ids=dict(derived=adapter.probe.derived, surface=adapter.probe.surface),
-                questions=fp.to_dict('records'), splits=sorted(questions.split.unique()) if splits is None else list(splits), limit=limit,
-                batch_size=batch_size, decoding=dict(method='greedy', do_sample=False, num_beams=1, max_new_tokens=max_new_tokens, topk=topk,
-                                                     first_token='logits at the last prompt position'),
-                attention=attention)
-
-def environment() -> dict:
-    "Versions and device of this process."
-    import pope_audit
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f'cpu ({platform.processor() or platform.machine()})'
-    return dict(pope_audit=pope_audit.__version__, python=platform.python_version(), torch=torch.__version__,
-                transformers=_version('transformers'), bitsandbytes=_version('bitsandbytes'), accelerate=_version('accelerate'),
-                cuda=torch.version.cuda, device=dev, platform=platform.platform())
-
-def _now(): return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
-
-def _diff(old, new, path=''):
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f'{path}.{k}' if path else k)]
-    return [] if old == new else [(path, old, new)]
+                template=dict(name=family.template.name, text=family.template.text, answer_sep=family.template.sep),
+                image_processor=type(getattr(family.processor, 'image_processor', None)).__name__,
+                tokenizer=tokenizer_fingerprint(family.tokenizer), readout_ids=dict(derived=family.probe.derived, surface=family.probe.surface),
+                questions=fingerprint(questions).to_dict('records'), images=images_identity(hashes),
+                splits=sorted(questions.split.unique()) if cfg.splits is None else list(cfg.splits), limit=cfg.limit,
+                batch_size=cfg.batch_size, decoding=dict(method='greedy', do_sample=False, num_beams=1, max_new_tokens=cfg.max_new_tokens,
+                                                         topk=cfg.topk, first_token='logits at the last prompt position'),
+                attention=cfg.attention, corrections=cfg.corrections)
 
 # %% ../nbs/06_inference.ipynb #47c44335
 def _images(images):
     if images is None: raise InputError('no images given (--images FOLDER, or a dataset that holds them)', field='images')
     return images if hasattr(images, 'load') else ImageFolder(images)
 
-def run(model:str|Adapter, questions:pd.DataFrame|list, images, out:str|os.PathLike, splits=None, template:str|None=None,
-        load_in_4bit:bool=False, dtype:str|None=None, batch_size:int=8, limit:int|None=None, max_new_tokens:int=16,
-        topk:int=10, attention:bool=False, revision:str|None=None, pad_square:bool=False, labels=None, progress:bool=True) -> Path:
-    "Score `questions` with `model`, writing `records.jsonl` and `manifest.json` to `out`; resumes an interrupted run."
-    if batch_size < 1 or max_new_tokens < 1 or topk < 1: raise InputError('batch size, max new tokens and top-k must be at least 1')
+def _select(questions, images, cfg, labels):
+    "The question table this run answers, and the image source."
+    source = None
     if not isinstance(questions, pd.DataFrame):
+        source = ', '.join(map(str, questions))
         questions, ds_images = load_questions(questions, labels)
         images = images if images is not None else ds_images
-    questions = select_splits(questions, splits)
-    if limit: questions = questions.groupby('split', sort=False).head(limit)
+    questions = select_splits(questions, cfg.splits)
+    if cfg.limit: questions = questions.groupby('split', sort=False).head(cfg.limit)
     questions = questions.reset_index(drop=True)
+    for n in questions.image.unique(): safe_image_name(n, source)
     imgs = _images(images)
     if missing := imgs.missing(questions.image.unique()):
         raise InputError(f'{len(missing)} image(s) named by the questions are missing: ' + ', '.join(missing[:20]) + (' …' if len(missing) > 20 else ''), getattr(imgs, 'root', None), field='image')
-    adapter = model if isinstance(model, Adapter) else load_adapter(model, template, load_in_4bit, dtype, revision=revision,
-                                                                      **({'pad_square': True} if pad_square else {}))
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    ident = run_identity(adapter, questions, splits, limit, batch_size, max_new_tokens, topk, attention)
-    mpath, rpath = out/'manifest.json', out/'records.jsonl'
-    manifest = dict(schema='pope-audit/run/1', identity=ident, environment=environment(), started=_now(), finished=None,
-                    status='running', questions=len(questions), prompt_example=adapter.prompt(questions.question.iloc[0]),
-                    probe=adapter.probe.to_dict())
-    if mpath.exists():
-        old = json.loads(mpath.read_text())
-        if diffs := _diff(old.get('identity'), ident):
-            raise InputError('this folder holds a different run; use a new output folder. Differences: ' +
-                             '; '.join(f'{k}: was {a!r}, now {b!r}' for k, a, b in diffs[:10]), mpath, field='identity')
-        manifest['started'], manifest['resumed'] = old.get('started'), _now()
-    repair_jsonl_tail(rpath)
+    return questions, imgs
+
+def _check_records(folder:RunFolder, keys:set, ident:dict) -> set:
+    "Keys of the records already in the folder, each checked against this run's questions and readout set."
+    from pope_audit.scoring import read_records
+    repair_jsonl_tail(folder.records)
+    if not folder.records.exists(): return set()
     done = set()
-    if rpath.exists():
-        from pope_audit.scoring import read_records
-        done = {r.key for r in read_records(rpath)}
-    atomic_write(mpath, json.dumps(manifest, indent=1))
-    keys = [(s, norm_qid(q)) for s, q in zip(questions.split, questions.question_id)]
-    todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
-    bar = tqdm(total=len(questions) - len(done & set(keys)), unit='q', desc=f'scoring {adapter.family}', disable=not progress)
-    with JsonlAppender(rpath) as w:
-        for image, texts, rows in todo:
-            res = score_image(adapter, imgs.load(image), texts, batch_size, max_new_tokens, topk, attention)
-            recs = []
-            for text, r, ix in zip(texts, res, rows):
-                for i in ix:
-                    if keys[i] in done: continue
-                    q = questions.iloc[i]
-                    rec = Record(q.split, keys[i][1], q.image, q.question, q.label, source='run', prompt=adapter.prompt(text),
-                                 greedy_id=r['greedy_id'], greedy_token=token_text(adapter.tokenizer, r['greedy_id']),
-                                 logits=r['logits'], topk=r['topk'], logsumexp=r['logsumexp'], derived=adapter.probe.derived,
-                                 surface=adapter.probe.surface, text=r['text'], attention=r.get('attention'))
-                    rec.margin = margin(rec)
-                    recs.append(rec.to_dict())
-            w.append(recs)
-            bar.update(len(recs))
-    bar.close()
-    manifest.update(finished=_now(), status='complete', records=len(questions))
-    atomic_write(mpath, json.dumps(manifest, indent=1))
-    return out
+    for line, r in enumerate(read_records(folder.records), 1):
+        if r.key not in keys: raise InputError(f'record for {r.split}/{r.question_id!r} is not a question of this run', folder.records, line, 'question_id')
+        if r.derived != ident['readout_ids']['derived']: raise InputError('record made with another readout set', folder.records, line, 'derived')
+        done.add(r.key)
+    return done
+
+# %% ../nbs/06_inference.ipynb #3cd33cc0
+def _record(family, q, qid, text, r) -> dict:
+    rec = Record(q.split, qid, q.image, q.question, q.label, source='run', prompt=family.prompt(text),
+                 greedy_id=r['greedy_id'], greedy_token=token_text(family.tokenizer, r['greedy_id']),
+                 logits=r['logits'], topk=r['topk'], logsumexp=r['logsumexp'], derived=family.probe.derived,
+                 surface=family.probe.surface, text=r['text'], attention=r.get('attention'))
+    rec.margin = margin(rec)
+    return rec.to_dict()
+
+# %% ../nbs/06_inference.ipynb #9ab2cc04
+def run(model:str|Family, # hub id, folder, or a loaded family
+        questions:pd.DataFrame|list|None=None, # question table, or sources for `load_questions`
+        images=None, # image folder, or an image source (a dataset's images)
+        out:str|os.PathLike|None=None, # the run folder (resumed if it holds the same run)
+        config:RunConfig|None=None, # the run's settings (else built from `settings`)
+        labels=None, # label folder for LLaVA's question file
+        **settings, # `RunConfig` fields as keywords
+       ) -> Path:
+    "Answer `questions` with `model`, writing `records.jsonl` and `manifest.json` to `out`; resumes an interrupted run."
+    if out is None: raise InputError('an output folder is required', field='out')
+    cfg = config or from_settings(model.name if isinstance(model, Family) else str(model), **settings)
+    questions, imgs = _select(questions, images, cfg, labels)
+    with RunFolder(out) as folder:
+        old = folder.read_manifest()
+        family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
+            attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
+        if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
+        hashes = image_hashes(imgs, questions.image.unique(), progress=cfg.progress)
+        ident = run_identity(family, cfg, questions, hashes)
+        manifest = dict(schema='pope-audit/run/2', identity=ident, config=dataclasses.asdict(cfg), environment=environment(cfg),
+                        images=hashes, started=_now(), finished=None, status='running', questions=len(questions),
+                        prompt_example=family.prompt(questions.question.iloc[0]), probe=family.probe.to_dict())
+        if old is not None:
+            if diffs := diff(old['identity'], ident):
+                changed = [n for n in hashes if old.get('images', {}).get(n) != hashes[n]]
+                more = f' (images that differ: {", ".join(changed[:5])}{" …" if len(changed) > 5 else ""})' if changed else ''
+                raise InputError(f'this folder holds a different run; use a new output folder. Differences: {describe_diff(diffs)}{more}',
+                                 folder.manifest_path, field='identity')
+            if env := diff(old.get('environment', {}), manifest['environment']):
+                print(f'note: resuming in another environment: {describe_diff(env)}', file=sys.stderr)
+            manifest['started'], manifest['resumed'] = old.get('started'), [*old.get('resumed', []), _now()]
+        keys = [(s, norm_qid(q)) for s, q in zip(questions.split, questions.question_id)]
+        done = _check_records(folder, set(keys), ident)
+        folder.write_manifest(manifest)
+        todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
+        left = len(set(keys) - done)
+        if done and cfg.progress: print(f'resuming: {len(done & set(keys))} records kept, {left} to add', file=sys.stderr)
+        engine = Engine(family)
+        bar = tqdm(total=left, unit='q', desc=f'answering ({family.family})', disable=not cfg.progress)
+        with JsonlAppender(folder.records) as w:
+            for image, texts, rows in todo:
+                res = engine.answer(imgs.load(image), texts, cfg.batch_size, cfg.max_new_tokens, cfg.topk, cfg.attention)
+                recs = [_record(family, questions.iloc[i], keys[i][1], text, r)
+                        for text, r, ix in zip(texts, res, rows) for i in ix if keys[i] not in done]
+                w.append(recs)
+                bar.update(len(recs))
+        bar.close()
+        manifest.update(finished=_now(), status='complete', records=len(questions))
+        folder.write_manifest(manifest)
+    return Path(out)

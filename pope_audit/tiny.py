@@ -9,11 +9,12 @@ from pathlib import Path
 import torch
 from .core import cache_dir
 from .tokens import shared_tokenizer
+from .models import QwenParts
 
 # %% auto #0
 __all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY', 'llava_tokenizer', 'blip_tokenizer',
-           'qwen2vl_tokenizer', 'tiny_llava15', 'tiny_llava_next', 'QwenParts', 'tiny_qwen2vl', 'tiny_instructblip',
-           'save_tiny', 'stand_in_image', 'stand_in_images']
+           'qwen2vl_tokenizer', 'tiny_llava15', 'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'save_tiny',
+           'stand_in_image', 'stand_in_images']
 
 # %% ../nbs/04b_tiny.ipynb #fac7e6c9
 def llava_tokenizer():
@@ -88,12 +89,6 @@ def tiny_llava_next(seed:int=0):
                           image_token_index=32000, image_grid_pinpoints=NEXT_PINPOINTS, vision_feature_layer=-2,
                           vision_feature_select_strategy='default')
     return _seeded(LlavaNextForConditionalGeneration, cfg, seed), proc
-
-class QwenParts:
-    "Qwen2-VL's tokenizer and image processor, standing in for its processor (which needs torchvision)."
-    def __init__(self, tokenizer, image_processor): self.tokenizer, self.image_processor = tokenizer, image_processor
-    def save_pretrained(self, folder):
-        self.tokenizer.save_pretrained(folder); self.image_processor.save_pretrained(folder)
 
 def tiny_qwen2vl(seed:int=0):
     "A tiny Qwen2-VL (M-RoPE, 2×2 patch merge) with its tokenizer and image processor."

@@ -2,7 +2,7 @@
 import pytest, torch
 from pope_audit.tiny import TINY, stand_in_image
 from pope_audit.models import Llava15, LlavaNext, Qwen2VL, InstructBlip
-from pope_audit.inference import score_image
+from pope_audit.engine import Engine
 
 CLASSES = {'llava15': Llava15, 'llava-next': LlavaNext, 'qwen2-vl': Qwen2VL, 'instructblip': InstructBlip}
 
@@ -12,7 +12,7 @@ def test_attention_share_matches_full_forward(shared, family):
     a = CLASSES[family](*TINY[family]())
     img = stand_in_image('x.jpg')
     qs = ['Is there a dog in the image?', 'Is there a traffic light in the image?', 'Is there a cat in the image?']
-    res = score_image(a, img, qs, batch_size=3, max_new_tokens=1, attention=True)
+    res = Engine(a).answer(img, qs, batch_size=3, max_new_tokens=1, attention=True)
     for q, r in zip(qs, res):
         inp = a.full_inputs(img, q)
         with torch.no_grad():

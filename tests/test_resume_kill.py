@@ -42,5 +42,5 @@ def test_resume_refuses_other_arguments(shared, pope, tiny_dirs, tmp_path):
     a[a.index('--max-new-tokens') + 1] = '3'
     r = subprocess.run(CLI + a, capture_output=True, text=True)
     assert r.returncode == 2
-    assert 'manifest.json' in r.stderr and 'decoding.max_new_tokens: was 6, now 3' in r.stderr
+    assert 'manifest.json' in r.stderr and 'decoding.max_new_tokens: 6 → 3' in r.stderr
     assert (tmp_path/'run'/'records.jsonl').read_bytes() == before
