@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 from huggingface_hub.dataclasses import strict
-from transformers import (AutoConfig, AutoModelForImageTextToText, AutoTokenizer, BatchFeature, LlamaConfig,
+from transformers import (AutoConfig, AutoModelForImageTextToText, AutoTokenizer, BatchFeature, GenerationMixin, LlamaConfig,
                           PreTrainedModel)
 from transformers.activations import ACT2FN
 from transformers.cache_utils import DynamicCache
@@ -21,6 +21,7 @@ from transformers.models.llama.modeling_llama import (LlamaMLP, LlamaRMSNorm, Ll
                                                       apply_rotary_pos_emb, eager_attention_forward)
 from transformers.utils.output_capturing import capture_outputs
 from .core import InputError
+from .models import Encoded, Family, register_family
 
 # %% auto #0
 __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOwl2VisionEmbeddings', 'MplugOwl2VisionAttention',
@@ -30,7 +31,7 @@ __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOw
            'MplugOwl2VisualAbstractor', 'Multiway', 'MplugOwl2Attention', 'MplugOwl2DecoderLayer',
            'MplugOwl2PreTrainedModel', 'MplugOwl2TextModel', 'MplugOwl2Model', 'MplugOwl2ForConditionalGeneration',
            'port_key', 'convert_checkpoint', 'expand_placeholder', 'MplugOwl2Processor', 'converted_folder',
-           'load_mplug_owl2']
+           'load_mplug_owl2', 'MplugOwl2']
 
 # %% ../nbs/05b_mplug_owl2.ipynb #22c0f12c
 VISION_DEFAULTS = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
@@ -351,7 +352,7 @@ class MplugOwl2Model(MplugOwl2PreTrainedModel):
         return self.language_model(inputs_embeds=inputs_embeds, modality_mask=modality_mask, attention_mask=attention_mask,
                                    position_ids=position_ids, cache=cache, use_cache=use_cache, **kwargs)
 
-class MplugOwl2ForConditionalGeneration(MplugOwl2PreTrainedModel):
+class MplugOwl2ForConditionalGeneration(MplugOwl2PreTrainedModel, GenerationMixin):
     "mPLUG-Owl2 under transformers 5: each image enters as 65 `image_token_index` ids, replaced by its visual embeddings."
     def __init__(self, config):
         super().__init__(config)
@@ -523,3 +524,29 @@ def load_mplug_owl2(src:str|Path, # hub id or folder
     model = AutoModelForImageTextToText.from_pretrained(folder, quantization_config=q, dtype=dtype, device_map=device,
                                                         attn_implementation=attn_implementation).eval()
     return model, MplugOwl2Processor.from_pretrained(folder, tokenizer)
+
+# %% ../nbs/05b_mplug_owl2.ipynb #41f7383a
+@register_family
+class MplugOwl2(Family):
+    "mPLUG-Owl2 (this package's port): the `<s>USER: ▁` + 65 visual tokens prefix is shared through the KV cache."
+    family, model_types, default_template, image_token = 'mplug-owl2', ('mplug_owl2',), 'mplug-owl2', '<|image|>'
+    experimental = False     # the port reproduces the original code on the reference fixture
+
+    def _image_token_id(self) -> int: return self.model.config.image_token_index
+
+    def image_inputs(self, image) -> tuple[dict, int]:
+        "Square-resized CLIP pixels, and the 65 visual tokens they become."
+        return dict(pixel_values=self.processor.pixel_values(image)), self.model.config.num_visual_tokens
+
+    def encode(self, image, questions:list[str]) -> Encoded:
+        "Ids as the original's `tokenizer_image_token` builds them; the prefix runs through the visual tokens."
+        vision, n = self.image_inputs(image)
+        ids = [self.processor.token_ids(self.prompt(q)) for q in questions]
+        pos = [i for i, t in enumerate(ids[0]) if t == self.image_token_id]
+        if len(pos) != n: raise InputError(f'the prompt holds {len(pos)} visual tokens, the model takes {n}', field='template')
+        return Encoded(ids, {k: v.to(self.device) for k, v in vision.items()}, (pos[0], pos[-1] + 1), pos[-1] + 1)
+
+    @staticmethod
+    def load_processor(folder, tokenizer=None) -> MplugOwl2Processor:
+        "The processor for a converted folder (what `load_adapter` needs instead of `AutoProcessor`)."
+        return MplugOwl2Processor.from_pretrained(folder, tokenizer)

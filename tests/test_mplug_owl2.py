@@ -168,3 +168,47 @@ def test_probe_mplug_owl2_template(shared, capsys):
     main(['probe', '--tokenizer', str(shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'), '--template', 'mplug-owl2'])
     derived = capsys.readouterr().out.split('derived readout set')[1]
     assert "3869 ' Yes'" in derived and "1939 ' No'" in derived
+
+
+def tiny_family(shared):
+    "A random tiny port with the real LLaMA-2 vocabulary, behind the family adapter."
+    from pope_audit.mplug_owl2 import MplugOwl2, MplugOwl2Processor
+    from pope_audit.tokens import shared_tokenizer
+    vc = json.loads((FIX/'config.json').read_text())['visual_config']
+    torch.manual_seed(0)
+    m = MplugOwl2ForConditionalGeneration(MplugOwl2Config(vocab_size=32000, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                                                          num_attention_heads=4, max_position_embeddings=512, visual_config=vc)).eval()
+    with torch.no_grad():     # large random norms and branches, so that a mistake in either branch shows in the logits
+        for n, p in m.named_parameters():
+            if 'norm' in n: p.normal_(1, 0.3)
+    return MplugOwl2(m, MplugOwl2Processor(shared_tokenizer(), image_size=28), name='tiny-mplug-owl2')
+
+
+def test_family_encode(shared):
+    from PIL import Image
+    fam = tiny_family(shared)
+    assert fam.family == 'mplug-owl2' and not fam.experimental and fam.image_token_id == 32000
+    enc = fam.encode(Image.new('RGB', (40, 30)), ['Is there a dog in the image?', 'Is there a cup?'])
+    assert enc.span == (5, 70) and enc.shared == 70 and enc.ids[0][:70] == enc.ids[1][:70]
+    assert enc.vision['pixel_values'].shape == (1, 3, 28, 28)
+    assert fam.tokenizer.convert_ids_to_tokens(enc.ids[1][-6:]) == ['.', '▁A', 'SS', 'IST', 'ANT', ':']
+    assert 3869 in fam.readout_ids['yes'] and 1939 in fam.readout_ids['no']
+
+
+def test_runner_matches_uncached_forwards(shared, pope, tmp_path):
+    "`run` (shared prefix, left-padded batches) gives the records of one uncached forward per question."
+    from PIL import Image
+    from pope_audit.inference import run
+    from pope_audit.scoring import read_records
+    from pope_audit.tiny import stand_in_images
+    fam = tiny_family(shared)
+    qs = pope[pope.image.isin(pope.image.unique()[:2])].groupby('split').head(3).reset_index(drop=True)
+    imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
+    out = run(fam, qs, imgs, tmp_path/'run', batch_size=4, max_new_tokens=2, progress=False)
+    recs = read_records(out)
+    assert len(recs) == len(qs)
+    for r in recs:
+        inputs = fam.full_inputs(Image.open(imgs/r.image).convert('RGB'), r.question)
+        with torch.no_grad(): ref = fam.model(**inputs, logits_to_keep=1).logits[0, -1]
+        assert r.greedy_id == int(ref.argmax())
+        assert max(abs(v - float(ref[i])) for i, v in r.logits.items()) < 1e-5
