@@ -204,11 +204,17 @@ def test_runner_matches_uncached_forwards(shared, pope, tmp_path):
     fam = tiny_family(shared)
     qs = pope[pope.image.isin(pope.image.unique()[:2])].groupby('split').head(3).reset_index(drop=True)
     imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
-    out = run(fam, qs, imgs, tmp_path/'run', batch_size=4, max_new_tokens=2, progress=False)
+    out = run(fam, qs, imgs, tmp_path/'run', batch_size=4, max_new_tokens=2, attention=True, progress=False)
     recs = read_records(out)
     assert len(recs) == len(qs)
+    fam.model.set_attn_implementation('eager')
     for r in recs:
         inputs = fam.full_inputs(Image.open(imgs/r.image).convert('RGB'), r.question)
-        with torch.no_grad(): ref = fam.model(**inputs, logits_to_keep=1).logits[0, -1]
+        with torch.no_grad(): o = fam.model(**inputs, output_attentions=True)
+        ref = o.logits[0, -1]
         assert r.greedy_id == int(ref.argmax())
         assert max(abs(v - float(ref[i])) for i, v in r.logits.items()) < 1e-5
+        # the engine's attention capture (cached suffix) equals the eager full forward's last row on the 65 visual tokens
+        vis = (inputs['input_ids'][0] == fam.image_token_id).float()
+        share = [float((a[0, :, -1].mean(0) * vis).sum()) for a in o.attentions]
+        assert max(abs(a - b) for a, b in zip(r.attention['per_layer'], share)) < 1e-5
