@@ -106,7 +106,7 @@ def read_pope_files(paths:Iterable[str|os.PathLike]) -> pd.DataFrame:
     df.attrs['source'] = source
     return df
 
-# %% ../nbs/01_data.ipynb #8581e3d5
+# %% ../nbs/01_data.ipynb #5639e7f9
 INSTRUCTION_SUFFIXES = ('Answer the question using a single word or phrase.', 'Please answer yes or no.',
                         'Answer yes or no.', 'Please answer this question with one word.')
 KNOWN_WORDINGS = {'imange': 'image'}   # LLaVA's copy of POPE
@@ -303,6 +303,8 @@ def load_questions(sources:Iterable[str|os.PathLike], labels:str|os.PathLike|Non
     if any(s.startswith('hf:') for s in sources):
         if len(sources) > 1: raise InputError('hf: takes one dataset, not more question sources', field='questions')
         return read_hf_pope(sources[0][3:])
+    for s in sources:
+        if not Path(s).is_dir(): input_file(s, 'question file')
     if len(sources) == 1 and Path(sources[0]).is_file() and not split_from_name(sources[0]):
         if labels is None: raise InputError('this looks like a LLaVA question file: give its label folder too (--labels)', sources[0])
         return read_llava_questions(sources[0], labels), None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
-                             split_from_name, LLAVA_ID_BLOCK, SPLITS)
+                             split_from_name, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS)
 from . import readouts
 from .readouts import Record, READOUTS, applicable, SCHEMA
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
@@ -57,14 +57,14 @@ def detect_kind(path:str|os.PathLike) -> str:
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
     for line, o in read_jsonl(path):
-        if o.get('schema') == SCHEMA: return 'records'
+        if o.get('schema') == SCHEMA or {'split', 'question_id', 'image', 'question', 'label'} <= set(o): return 'records'
         if 'doc_id' in o and ('resps' in o or 'filtered_resps' in o): return 'lmms-eval'
         if 'question_id' in o and 'text' in o: return 'llava'
         if 'question_id' in o and 'label' in o: return 'predictions'
         raise InputError('cannot tell what kind of answer file this is (give --kind)', path, line)
     raise InputError('file is empty', path)
 
-# %% ../nbs/04a_scoring.ipynb #686afd6f
+# %% ../nbs/04a_scoring.ipynb #d6cf1014
 def _asks(text) -> str:
     o = question_object(text)
     return f'about {o!r}' if o else repr(' '.join(str(text).split())[:80])
@@ -113,10 +113,12 @@ def answer_text(v, file=None, line=None, field='text') -> str:
 def _by_key(questions): return dict(zip(zip(questions.split, questions.question_id), questions.itertuples(index=False)))
 
 def _lookup(qs:dict, split, qid):
-    "The question `(split, qid)`, also when `qid` is one of LLaVA's file-wide ids for that split."
-    if (split, qid) in qs: return qs[split, qid]
-    k = llava_key(qid) if isinstance(qid, int) and qid >= LLAVA_ID_BLOCK else None
-    return qs.get(k) if k and k[0] == split else None
+    "The question `(split, qid)`, also when one side numbers it with LLaVA's file-wide ids and the other per split."
+    if (split, qid) in qs or not isinstance(qid, int): return qs.get((split, qid))
+    if qid >= LLAVA_ID_BLOCK:
+        k = llava_key(qid)
+        return qs.get(k) if k and k[0] == split else None
+    return qs.get((split, LLAVA_BLOCKS.index(split) * LLAVA_ID_BLOCK + qid)) if split in LLAVA_BLOCKS and 0 < qid < LLAVA_ID_BLOCK else None
 
 def _wide(q): return isinstance(q, int) and q >= LLAVA_ID_BLOCK
 
@@ -253,7 +255,7 @@ def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
         out.append(rec)
     return out
 
-# %% ../nbs/04a_scoring.ipynb #3ed0b949
+# %% ../nbs/04a_scoring.ipynb #7a93021a
 DECISIONS = {'yes': 'yes', 'no': 'no', 'unknown': 'unknown', '': 'unknown'}
 
 def _decision(v) -> str|None:
@@ -387,7 +389,7 @@ def score_records(records:list[Record], names=None, unknown:str='wrong', tie:str
     if not records: raise InputError('no records to score')
     return score_predictions(predictions(records, names, tie), unknown)
 
-# %% ../nbs/04a_scoring.ipynb #a2f4106e
+# %% ../nbs/04a_scoring.ipynb #a7a2bcd4
 def readout_columns(preds:pd.DataFrame) -> list[str]:
     "The decision columns of a predictions table."
     return [c for c in preds.columns if c not in ('split', 'question_id', 'label')]
@@ -412,7 +414,7 @@ def compare_readouts(preds:pd.DataFrame, # `predictions`' output, or a predictio
             mc.append(dict(split=split, a=a, b=b, **mcnemar_test(g[a], g[b], g.label)))
     return pd.DataFrame(ci, columns=['split', 'readout', 'f1', 'lo', 'hi']), pd.DataFrame(mc, columns=['split', 'a', 'b', 'a_only', 'b_only', 'statistic', 'pvalue', 'method'])
 
-# %% ../nbs/04a_scoring.ipynb #cbfebf2d
+# %% ../nbs/04a_scoring.ipynb #25a8ea29
 def tie_summary(records:list[Record], names:list[str]) -> pd.DataFrame:
     "Per split: exact ties over the derived set, and `{readout: decisions that differ between the tie rules}`."
     sens = [n for n in names if READOUTS[n].tie_sensitive]
@@ -479,7 +481,7 @@ def score_summary(ans:Answers, # what `load_answers` read
                 set_aside=(ans.preds.attrs.get('set_aside', []) if ans.preds is not None else []), unknown=unknown,
                 scores=score_predictions(preds, unknown), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
 
-# %% ../nbs/04a_scoring.ipynb #e8f48107
+# %% ../nbs/04a_scoring.ipynb #94283a5b
 def _f4(v): return '' if pd.isna(v) else f'{v:.4f}'
 
 def summary_text(sm:dict, title:str='') -> str:

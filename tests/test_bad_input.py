@@ -71,3 +71,132 @@ def test_run_lists_missing_images_before_writing(tmp_path, capsys, tiny_dirs):
     code, err = cli(capsys, 'run', '--model', tiny_dirs['llava15'], '--questions', f, '--images', tmp_path/'img', '--out', tmp_path/'out')
     assert code == 2 and '2 image(s) named by the questions are missing: a.jpg, b.jpg' in err
     assert not (tmp_path/'out').exists()
+
+
+# --- issue 9: scoring-side inputs -----------------------------------------------------------------------------------
+
+def llava_copy(shared):
+    return ['--questions', shared/'data/pope/llava/llava_pope_test.jsonl', '--labels', shared/'data/pope/llava/coco']
+
+
+@pytest.mark.parametrize('kind', ['llava', 'records'])
+def test_non_utf8_answer_or_record_file(tmp_path, capsys, kind):
+    f = pope_file(tmp_path/'coco_pope_random.json', [Q(1), Q(2, 'no')])
+    if kind == 'llava':
+        ans = tmp_path/'answers.jsonl'
+        ans.write_bytes(b'{"question_id": 1, "text": "Yes"}\n{"question_id": 2, "text": "Non, pas de caf\xe9"}\n')
+        code, err = cli(capsys, 'score', ans, '--kind', 'llava', '--questions', f)
+        assert code == 2 and 'answers.jsonl:2: not UTF-8 text (bad byte 0xe9' in err, err
+    else:
+        rec = {'split': 'random', 'question_id': 1, 'image': 'a.jpg', 'question': 'Is there a thing1 in the image?', 'label': 'yes', 'text': 'Yes'}
+        (tmp_path/'run').mkdir()
+        (tmp_path/'run'/'records.jsonl').write_bytes(json.dumps(rec).encode() + b'\n' + json.dumps({**rec, 'question_id': 2}).encode()[:-2] + b'\xff"}\n')
+        code, err = cli(capsys, 'score', tmp_path/'run')
+        assert code == 2 and 'records.jsonl:2: not UTF-8 text (bad byte 0xff' in err, err
+
+
+def test_non_utf8_question_and_table_files(tmp_path, capsys):
+    f = tmp_path/'coco_pope_random.json'
+    f.write_bytes(json.dumps(Q(1)).encode() + b'\n' + json.dumps(Q(2, 'no')).encode().replace(b'thing2', b'thing\xe92') + b'\n')
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}])
+    code, err = cli(capsys, 'score', ans, '--kind', 'llava', '--questions', f)
+    assert code == 2 and 'coco_pope_random.json:2: not UTF-8 text' in err, err
+    t = tmp_path/'preds.csv'
+    t.write_bytes(b'question_id,label,pred\n1,yes,yes\n2,no,n\xf6\n')
+    code, err = cli(capsys, 'score', t, '--split', 'random')
+    assert code == 2 and 'preds.csv:3: not UTF-8 text' in err, err
+
+
+def test_unknown_readout_names(shared, capsys):
+    a13 = shared/'data/pope/llava/answers/llava-v1.5-13b.jsonl'
+    code, err = cli(capsys, 'score', a13, *llava_copy(shared), '--readouts', 'pope_parse,pope_prase')
+    assert code == 2 and "unknown readout 'pope_prase'; the readouts are: two_token, eight_token, derived" in err and 'pope_parse' in err
+    code, err = cli(capsys, 'reconstruct', a13, *llava_copy(shared), '--a', 'pope_parse', '--b', 'lmms_exakt')
+    assert code == 2 and "unknown readout 'lmms_exakt'; the readouts are: " in err
+
+
+def test_readout_that_does_not_apply(shared, capsys):
+    "two_token on text-only answers: say which readouts apply and why this one does not (no pandas error)."
+    a13 = shared/'data/pope/llava/answers/llava-v1.5-13b.jsonl'
+    code, err = cli(capsys, 'score', a13, *llava_copy(shared), '--readouts', 'two_token')
+    assert code == 2 and 'No objects to concatenate' not in err
+    assert "readout 'two_token' needs first-step logits, which 8910 of the 8910 records of this llava file lack; " \
+           "the readouts that apply to them are: pope_parse, lmms_exact, vlmeval_yorn" in err, err
+
+
+def test_reconstruct_on_records_without_logits(tmp_path, capsys):
+    recs = [{'split': 'random', 'question_id': i, 'image': 'a.jpg', 'question': f'Is there a thing{i} in the image?', 'label': l,
+             'text': t} for i, (l, t) in enumerate([('yes', 'Yes'), ('no', 'No'), ('no', 'Yes.'), ('yes', 'No')], 1)]
+    f = pope_file(tmp_path/'records.jsonl', recs)
+    code, err = cli(capsys, 'reconstruct', f)
+    assert code == 2 and 'TypeError' not in err
+    assert "readout 'derived' needs first-step logits, which 4 of the 4 records of this records file lack" in err
+    assert 'the readouts that apply to them are: pope_parse, lmms_exact, vlmeval_yorn' in err
+    main(['reconstruct', str(f), '--a', 'pope_parse', '--b', 'lmms_exact', '--json'])     # a text readout can still be compared
+    (r,) = json.loads(capsys.readouterr().out)
+    assert (r['split'], r['n'], r['tn_to_fp'], r['fn_to_tp'], r['tp_to_fn'], r['fp_to_tn']) == ('random', 4, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize('name, message', [
+    ('no-such-dataset-anywhere', 'hf:no-such-dataset-anywhere: no such dataset folder, and the hub cannot give one'),
+    ('FOLDER', 'not a dataset saved with save_to_disk'),
+    ('', 'hf: needs a dataset id or a folder'),
+])
+def test_hf_name_missing_or_not_a_dataset(tmp_path, capsys, name, message):
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}])
+    if name == 'FOLDER': name = str(tmp_path)
+    code, err = cli(capsys, 'score', ans, '--kind', 'llava', '--questions', f'hf:{name}')
+    assert code == 2 and message in err, err
+
+
+@pytest.mark.parametrize('which', ['questions', 'answers', 'labels', 'llava-questions'])
+def test_fifo_is_refused_not_read(tmp_path, which):
+    "A FIFO would block the reader forever: every reader checks for a regular file first (the process must exit at once)."
+    import os
+    fifo = tmp_path/('coco_pope_random.json' if which in ('questions', 'labels') else 'pipe.jsonl')
+    q = pope_file(tmp_path/'coco_pope_random.json', [Q(1)]) if which not in ('questions', 'labels') else None
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}])
+    qf = None
+    if which == 'labels':
+        (tmp_path/'lab').mkdir(); fifo = tmp_path/'lab'/'coco_pope_random.json'
+        qf = pope_file(tmp_path/'llava_q.jsonl', [{'question_id': 10000001, 'image': 'a.jpg', 'text': 'Is there a cat in the image?', 'category': 'random'}])
+    os.mkfifo(fifo)
+    args = {'questions': ['score', ans, '--kind', 'llava', '--questions', fifo],
+            'answers': ['score', fifo, '--kind', 'llava', '--questions', q],
+            'labels': ['score', ans, '--kind', 'llava', '--questions', qf, '--labels', tmp_path/'lab'],
+            'llava-questions': ['score', ans, '--kind', 'llava', '--questions', fifo, '--labels', tmp_path]}[which]
+    r = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and 'not a regular file' in r.stderr and fifo.name in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize('text, shown', [(['No'], 'a JSON array'), ({'answer': 'No'}, 'a JSON object'), (0, 'a number')])
+def test_answer_text_that_is_not_a_string(tmp_path, capsys, text, shown):
+    f = pope_file(tmp_path/'coco_pope_random.json', [Q(1), Q(2, 'no')])
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}, {'question_id': 2, 'text': text}])
+    code, err = cli(capsys, 'score', ans, '--kind', 'llava', '--questions', f)
+    assert code == 2 and f"answers.jsonl:2: field 'text': answer text must be a string, got {shown}" in err, err
+
+
+def test_lmms_response_that_is_not_a_string(tmp_path, capsys):
+    doc = {'question_id': '1', 'question': 'Is there a thing1 in the image?', 'answer': 'yes', 'image_source': 'a.jpg', 'category': 'random'}
+    f = pope_file(tmp_path/'lmms.jsonl', [{'doc_id': 0, 'doc': doc, 'resps': [[{'text': 'No'}]], 'filtered_resps': [{'text': 'No'}]}])
+    code, err = cli(capsys, 'score', f)
+    assert code == 2 and "lmms.jsonl:1: field 'filtered_resps': answer text must be a string, got a JSON object" in err, err
+
+
+def test_label_file_error_names_the_label_file(tmp_path, capsys):
+    (tmp_path/'lab').mkdir()
+    pope_file(tmp_path/'lab'/'coco_pope_random.json', [Q(1), Q(2, 'maybe')])
+    qf = pope_file(tmp_path/'llava_q.jsonl', [{'question_id': 10000000 + i, 'image': 'a.jpg', 'text': Q(i)['text'], 'category': 'random'} for i in (1, 2)])
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 10000001, 'text': 'Yes'}])
+    code, err = cli(capsys, 'score', ans, '--questions', qf, '--labels', tmp_path/'lab')
+    assert code == 2 and "lab/coco_pope_random.json:2: field 'label': label must be yes or no, got 'maybe'" in err, err
+    assert 'llava_q.jsonl' not in err
+
+
+def test_labels_that_cannot_apply(tmp_path, capsys, shared):
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}])
+    code, err = cli(capsys, 'score', ans, '--questions', shared/'data/pope/coco', '--labels', shared/'data/pope/llava/coco')
+    assert code == 2 and "--labels goes with LLaVA's question file only" in err
+    code, err = cli(capsys, 'score', ans, '--labels', shared/'data/pope/llava/coco')
+    assert code == 2 and '--labels goes with --questions' in err
