@@ -81,12 +81,16 @@ def exported_names(src: str) -> list:
     return out
 
 
+FALLBACKS = set()    # names whose show_doc failed (an annotation it cannot evaluate): documented from inspect instead
+
+
 def doc_html(obj, name: str, anchor: str = None) -> str:
     "nbdev's `show_doc` markdown for `obj` as HTML, in a box with the id `anchor` (its Quarto-only source link dropped)."
     if callable(obj) or inspect.isclass(obj):
         from nbdev.showdoc import show_doc
         try: md = show_doc(obj, name=name)._repr_markdown_()
         except Exception:   # show_doc evaluates string annotations; one it cannot resolve must not lose the entry
+            FALLBACKS.add(f'{getattr(obj, "__module__", "?")}.{name}')
             try: sig = str(inspect.signature(obj))
             except (TypeError, ValueError): sig = '(...)'
             md = f'### {name}\n\n```python\n{name}{sig}\n```\n\n*{inspect.getdoc(obj) or ""}*'
@@ -149,7 +153,7 @@ class Site:
                 continue
             if c.cell_type != 'code': cells.append(c); continue
             d, src = directives(c.source)
-            if 'hide' in d or d.get('include') == 'false' or d.get('eval') == 'false' and not src: continue
+            if 'hide' in d or d.get('include') == 'false': continue
             c.source = src
             c.outputs = [] if d.get('output') == 'false' else [
                 o for o in c.get('outputs', []) if not (o.output_type == 'stream' and o.name == 'stderr')]
@@ -209,6 +213,8 @@ class Site:
     def api(self) -> str:
         parts = ['<h1>API reference</h1><p class="lead">Every exported name, module by module, with its signature, '
                  'documented parameters and docstring (nbdev&#39;s <code>show_doc</code>).</p>']
+        parts.append('<ul class="modules">' + ''.join(f'<li><a href="#mod-{m}"><code>{LIB}.{m}</code></a> — {html.escape(self.titles[p][0] or p.stem)}</li>'
+                                                      for p, m in self.modules.items()) + '</ul>')
         for p, m in self.modules.items():
             t = self.titles[p][0] or p.stem
             parts.append(f'<h2 id="mod-{m}"><code>{LIB}.{m}</code> — <a href="{self.pages[p]}">{html.escape(t)}</a></h2>')
@@ -303,6 +309,7 @@ def main(argv=None):
     site = Site((root/a.out) if not Path(a.out).is_absolute() else Path(a.out))
     site.build()
     print(f'docs: {len(site.paths)} notebook pages + api.html in {site.out} ({time.time() - t0:.1f}s)')
+    if FALLBACKS: print('docs: show_doc failed (unresolvable annotation), signature from inspect for:', ', '.join(sorted(FALLBACKS)))
     if a.check:
         bad = site.check()
         for b in bad: print('docs check:', b, file=sys.stderr)
