@@ -355,7 +355,7 @@ def load_adapter(src:str, # hub id or local folder
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     dt = getattr(torch, dtype) if dtype else (torch.float16 if device.startswith('cuda') or quantization else torch.float32)
     kw = dict(dtype=dt, attn_implementation=attn_implementation, revision=revision, **(model_args or {}))
-    if quantization: kw['quantization_config'] = bnb_config(quantization, dt if dt != torch.float32 else torch.float16)
+    if quantization and 'quantization_config' not in kw: kw['quantization_config'] = bnb_config(quantization, dt if dt != torch.float32 else torch.float16)
     if device != 'cpu': kw['device_map'] = device
     model = AutoModelForImageTextToText.from_pretrained(str(src), **kw).eval()
     return cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
