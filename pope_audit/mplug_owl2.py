@@ -30,7 +30,7 @@ __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOw
            'MplugOwl2AbstractorCrossAttention', 'MplugOwl2AbstractorLayer', 'MplugOwl2AbstractorEncoder',
            'MplugOwl2VisualAbstractor', 'Multiway', 'MplugOwl2Attention', 'MplugOwl2DecoderLayer',
            'MplugOwl2PreTrainedModel', 'MplugOwl2TextModel', 'MplugOwl2Model', 'MplugOwl2ForConditionalGeneration',
-           'port_key', 'convert_checkpoint', 'expand_placeholder', 'MplugOwl2Processor', 'converted_folder',
+           'port_key', 'convert_checkpoint', 'converted_folder', 'expand_placeholder', 'MplugOwl2Processor',
            'load_mplug_owl2', 'MplugOwl2']
 
 # %% ../nbs/05b_mplug_owl2.ipynb #22c0f12c
@@ -365,6 +365,11 @@ class MplugOwl2ForConditionalGeneration(MplugOwl2PreTrainedModel, GenerationMixi
     @property
     def language_model(self): return self.model.language_model
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        "As `PreTrainedModel.from_pretrained`; a checkpoint in the released layout is converted first (once, into the cache)."
+        return super().from_pretrained(converted_folder(pretrained_model_name_or_path, kwargs.get('revision')), *args, **kwargs)
+
     def forward(self, input_ids=None, pixel_values=None, attention_mask=None, position_ids=None, past_key_values=None,
                 inputs_embeds=None, use_cache=None, logits_to_keep=0, cache=None, **kwargs) -> CausalLMOutputWithPast:
         out = self.model(input_ids=input_ids, pixel_values=pixel_values, attention_mask=attention_mask, position_ids=position_ids,
@@ -439,6 +444,24 @@ def convert_checkpoint(src:str|Path, # folder of the released checkpoint (config
         if (src/a).is_file(): shutil.copy(src/a, dst/a)
     return dst
 
+def _is_converted(folder:Path) -> bool:
+    return json.loads((folder/'config.json').read_text()).get('architectures') == ['MplugOwl2ForConditionalGeneration']
+
+def converted_folder(src:str|Path, # hub id or folder (released layout, or converted)
+                     revision:str|None=None, # hub revision
+                    ) -> Path:
+    "A folder `from_pretrained` loads with this port, converting (once, into the cache) a released checkpoint."
+    from pope_audit.core import cache_dir
+    p = Path(str(src))
+    if not p.is_dir():
+        from huggingface_hub import snapshot_download
+        p = Path(snapshot_download(str(src), revision=revision))
+    if not (p/'config.json').is_file(): raise InputError('no config.json in the model folder', str(p), field='model')
+    if _is_converted(p): return p
+    dst = cache_dir()/'mplug_owl2'/f'{p.resolve().name}-{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:10]}'
+    if not (dst/'model.safetensors.index.json').is_file(): convert_checkpoint(p, dst)
+    return dst
+
 # %% ../nbs/05b_mplug_owl2.ipynb #405761ca
 def expand_placeholder(ids:list[int], image_token_index:int, n:int=65, placeholder:int=-200) -> list[int]:
     "Replace each of the original's image placeholders (−200) in `ids` by `n` copies of `image_token_index`."
@@ -487,24 +510,6 @@ class MplugOwl2Processor:
         return BatchFeature(out)
 
 # %% ../nbs/05b_mplug_owl2.ipynb #da61effa
-def _is_converted(folder:Path) -> bool:
-    return json.loads((folder/'config.json').read_text()).get('architectures') == ['MplugOwl2ForConditionalGeneration']
-
-def converted_folder(src:str|Path, # hub id or folder (released layout, or converted)
-                     revision:str|None=None, # hub revision
-                    ) -> Path:
-    "A folder `from_pretrained` loads with this port, converting (once, into the cache) a released checkpoint."
-    from pope_audit.core import cache_dir
-    p = Path(str(src))
-    if not p.is_dir():
-        from huggingface_hub import snapshot_download
-        p = Path(snapshot_download(str(src), revision=revision))
-    if not (p/'config.json').is_file(): raise InputError('no config.json in the model folder', str(p), field='model')
-    if _is_converted(p): return p
-    dst = cache_dir()/'mplug_owl2'/f'{p.resolve().name}-{hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:10]}'
-    if not (dst/'model.safetensors.index.json').is_file(): convert_checkpoint(p, dst)
-    return dst
-
 def load_mplug_owl2(src:str|Path, # hub id or folder
                     quantization:str|None=None, # None or 'nf4' (4-bit NF4, double quantisation, fp16 compute)
                     dtype:torch.dtype|None=None, # default: fp16 on GPU or when quantised, else fp32
@@ -531,6 +536,13 @@ class MplugOwl2(Family):
     "mPLUG-Owl2 (this package's port): the `<s>USER: ▁` + 65 visual tokens prefix is shared through the KV cache."
     family, model_types, default_template, image_token = 'mplug-owl2', ('mplug_owl2',), 'mplug-owl2', '<|image|>'
     experimental = False     # the port reproduces the original code on the reference fixture
+
+    def __init__(self, model, processor, template=None, name=None, **options):
+        if not isinstance(processor, MplugOwl2Processor):     # e.g. the tokenizer `AutoProcessor` finds in a checkpoint folder
+            c = model.config
+            processor = MplugOwl2Processor(getattr(processor, 'tokenizer', processor), c.visual_config['visual_model']['image_size'],
+                                           c.image_token_index, c.num_visual_tokens)
+        super().__init__(model, processor, template, name, **options)
 
     def _image_token_id(self) -> int: return self.model.config.image_token_index
 

@@ -147,8 +147,8 @@ def test_converter_refuses_bad_checkpoints(tmp_path):
     with pytest.raises(InputError, match='no pytorch_model'): convert_checkpoint(tmp_path/'c', tmp_path/'out')
 
 
-def test_bin_shards_convert(tmp_path, io):
-    "The released layout: pickled `pytorch_model-*.bin` shards."
+def test_bin_shards_convert(tmp_path, io, monkeypatch):
+    "The released layout: pickled `pytorch_model-*.bin` shards, converted explicitly or by `from_pretrained`."
     src = tmp_path/'released'; src.mkdir()
     (src/'config.json').write_text((FIX/'config.json').read_text())
     sd = load_file(FIX/'model.safetensors'); keys = sorted(sd)
@@ -160,6 +160,11 @@ def test_bin_shards_convert(tmp_path, io):
     m = AutoModelForImageTextToText.from_pretrained(dst).eval()
     with torch.no_grad(): lg = m(input_ids=port_ids(io, m), pixel_values=io['pixel_values'], logits_to_keep=1).logits
     assert (lg[0, -1] - io['logits'][0, -1]).abs().max() < 1e-4
+    monkeypatch.setenv('POPE_AUDIT_CACHE', str(tmp_path/'cache'))
+    m2 = AutoModelForImageTextToText.from_pretrained(src).eval()      # converted into the cache on the way
+    assert m2.name_or_path.startswith(str(tmp_path/'cache'/'mplug_owl2'))
+    with torch.no_grad(): lg2 = m2(input_ids=port_ids(io, m2), pixel_values=io['pixel_values'], logits_to_keep=1).logits
+    assert (lg2 - lg).abs().max() == 0
 
 
 def test_probe_mplug_owl2_template(shared, capsys):
