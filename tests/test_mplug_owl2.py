@@ -223,3 +223,11 @@ def test_runner_matches_uncached_forwards(shared, pope, tmp_path):
         vis = (inputs['input_ids'][0] == fam.image_token_id).float()
         share = [float((a[0, :, -1].mean(0) * vis).sum()) for a in o.attentions]
         assert max(abs(a - b) for a, b in zip(r.attention['per_layer'], share)) < 1e-5
+
+
+def test_image_pipeline_matches_the_original(io):
+    "The original's `process_images` ('resize' mode + CLIP, run by the reference script at 28 px) on a synthetic image."
+    from PIL import Image
+    from pope_audit.mplug_owl2 import MplugOwl2Processor
+    pv = MplugOwl2Processor(None, image_size=28).pixel_values(Image.fromarray(io['image_rgb'].numpy()))
+    assert pv.shape == io['image_pixels'].shape == (1, 3, 28, 28) and (pv - io['image_pixels']).abs().max() < 1e-6

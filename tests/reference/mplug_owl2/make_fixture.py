@@ -61,7 +61,16 @@ with torch.no_grad():
               return_dict=True)
     _, mod, *_ = model.prepare_inputs_labels_for_multimodal(ids, None, None, None, pixel_values)
 
-tensors = {'input_ids': ids, 'pixel_values': pixel_values, 'logits': o.logits.float(),
+# The original image pipeline (`process_images`, 'resize' mode: stretch to a square, then CLIP) on a small synthetic
+# image, at the tiny 28 px size so the stored tensor stays small.
+from PIL import Image  # noqa: E402
+from transformers import CLIPImageProcessor  # noqa: E402
+from mplug_owl2.mm_utils import process_images  # noqa: E402
+rgb = (np.arange(30 * 40 * 3).reshape(30, 40, 3) * 7 % 256).astype(np.uint8)
+proc = CLIPImageProcessor(size={'shortest_edge': 28}, crop_size={'height': 28, 'width': 28})
+image_pixels = process_images([Image.fromarray(rgb)], proc)
+
+tensors = {'input_ids': ids, 'image_rgb': torch.from_numpy(rgb), 'image_pixels': image_pixels, 'pixel_values': pixel_values, 'logits': o.logits.float(),
            'attentions': torch.stack([a.float() for a in o.attentions]), 'modality_indicators': mod,
            'suffix_logits': s.logits.float()}
 save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out, 'io.safetensors'))

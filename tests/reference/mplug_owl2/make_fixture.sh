@@ -10,7 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(cd "$HERE/../../fixtures" && pwd)/mplug_owl2
 if [ ! -x "$VENV/bin/python" ]; then
   python3.11 -m venv "$VENV"
-  "$VENV/bin/pip" install -q torch==2.13.0 transformers==4.31.0 tokenizers==0.13.3 'numpy<2' einops icecream safetensors
+  "$VENV/bin/pip" install -q torch==2.13.0 transformers==4.31.0 tokenizers==0.13.3 'numpy<2' einops icecream safetensors pillow==13.0.0
 fi
 mkdir -p "$OUT"
 "$VENV/bin/python" "$HERE/make_fixture.py" "$CHECKOUT/mPLUG-Owl2" "$OUT"
