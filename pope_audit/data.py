@@ -13,7 +13,7 @@ from .core import InputError, need, read_jsonl, input_file
 
 # %% auto #0
 __all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA_ID_BLOCK', 'LLAVA_BLOCKS', 'KNOWN_VERSIONS',
-           'KNOWN_ID_LABELS', 'norm_qid', 'norm_label', 'split_from_name', 'read_objects', 'question_table',
+           'KNOWN_ID_LABELS', 'norm_qid', 'norm_label', 'split_from_name', 'read_objects', 'need_str', 'question_table',
            'read_pope_file', 'read_pope_files', 'question_core', 'question_object', 'question_match', 'llava_key',
            'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like', 'ImageFolder', 'split_digest',
            'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
@@ -63,12 +63,19 @@ def read_objects(path:str|os.PathLike) -> Iterator[tuple[int, dict]]:
         yield line, obj
 
 # %% ../nbs/01_data.ipynb #c4f2a050
+def need_str(obj:dict, fields:Iterable[str], file=None, line=None):
+    "Raise `InputError` naming the first of `fields` that is missing or not a string."
+    need(obj, fields, file, line)
+    for f in fields:
+        if not isinstance(obj[f], str): raise InputError(f'must be a string, got {json.dumps(obj[f], default=str)[:60]}', file, line, f)
+
 def question_table(rows:Iterable[dict], file=None) -> pd.DataFrame:
     "Validate rows with `split, question_id, image, question, label` (+ optional `_line`) into a question table."
     out, seen = [], {}
     for r in rows:
         line = r.get('_line')
         for f in COLUMNS: need(r, [f], file, line)
+        if isinstance(r['question_id'], (dict, list, bool)): raise InputError(f"question id must be a number or a string, got {r['question_id']!r}", file, line, 'question_id')
         split = str(r['split'])
         qid = norm_qid(r['question_id'])
         if (split, qid) in seen:
@@ -85,7 +92,7 @@ def read_pope_file(path:str|os.PathLike, split:str|None=None) -> pd.DataFrame:
     if split is None: raise InputError('cannot tell the split from the file name; name it (adversarial, popular or random)', path)
     def rows():
         for line, o in read_objects(path):
-            need(o, ['question_id', 'image', 'text', 'label'], path, line)
+            need(o, ['question_id', 'label'], path, line); need_str(o, ['image', 'text'], path, line)
             yield dict(split=split, question_id=o['question_id'], image=o['image'], question=o['text'], label=o['label'], _line=line)
     df = question_table(rows(), path)
     if df.empty: raise InputError(f'no questions in split {split!r}', path)
@@ -106,7 +113,7 @@ def read_pope_files(paths:Iterable[str|os.PathLike]) -> pd.DataFrame:
     df.attrs['source'] = source
     return df
 
-# %% ../nbs/01_data.ipynb #5639e7f9
+# %% ../nbs/01_data.ipynb #3dc57cb1
 INSTRUCTION_SUFFIXES = ('Answer the question using a single word or phrase.', 'Please answer yes or no.',
                         'Answer yes or no.', 'Please answer this question with one word.')
 KNOWN_WORDINGS = {'imange': 'image'}   # LLaVA's copy of POPE
@@ -149,13 +156,13 @@ def read_llava_questions(question_file:str|os.PathLike, label_dir:str|os.PathLik
         if not (s := split_from_name(f)): continue
         source[s] = str(f)
         for line, o in read_objects(f):
-            need(o, ['question_id', 'image', 'text', 'label'], f, line)
+            need(o, ['question_id', 'label'], f, line); need_str(o, ['image', 'text'], f, line)
             o = {**o, 'label': norm_label(o['label'], f, line)}    # a bad label is the label file's fault, not the question file's
             labels[s, norm_qid(o['question_id'])] = (o, f, line)
     if not labels: raise InputError('no POPE label files (coco_pope_<split>.json) in this folder', label_dir)
     def rows():
         for line, o in read_jsonl(question_file):
-            need(o, ['question_id', 'image', 'text', 'category'], question_file, line)
+            need(o, ['question_id'], question_file, line); need_str(o, ['image', 'text', 'category'], question_file, line)
             qid, split = norm_qid(o['question_id']), str(o['category'])
             key = (split, qid % LLAVA_ID_BLOCK if isinstance(qid, int) else qid)
             if key not in labels:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_scoring.ipynb #00a45af4
 from __future__ import annotations
-import io, itertools, json, os, sys
+import csv, io, itertools, json, os, sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,19 +27,32 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'DECISIONS', 'NEEDS', 'read_table', 'detec
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 
-def read_table(path:str|os.PathLike) -> tuple[pd.DataFrame, int]:
-    "A table file as strings (`''` for empty cells), and the line number of its first data row."
+def _read_delimited(path, sep) -> tuple[pd.DataFrame, list[int]]:
+    raw = path.read_bytes()
+    try: text = raw.decode('utf-8-sig')
+    except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x})', path, raw.count(b'\n', 0, e.start) + 1) from None
+    rd = csv.reader(io.StringIO(text, newline=''), delimiter=sep)
+    try:
+        header = next(rd, None)
+        if not header: raise InputError('no header row', path, 1)
+        if len(set(header)) < len(header): raise InputError(f'a column name appears twice in the header: {header}', path, 1)
+        rows, lines = [], []
+        for row in rd:
+            if not any(c.strip() for c in row): continue
+            if len(row) != len(header): raise InputError(f'{len(row)} fields, but the header has {len(header)}', path, rd.line_num)
+            rows.append(row); lines.append(rd.line_num)
+    except csv.Error as e: raise InputError(f'malformed table ({e})', path, rd.line_num) from None
+    return pd.DataFrame(rows, columns=header, dtype=object), lines
+
+def read_table(path:str|os.PathLike) -> tuple[pd.DataFrame, list[int]]:
+    "A table file as strings (`''` for empty cells), and the line (spreadsheet row) of each data row."
     path = input_file(path, 'table')
     suf = path.suffix.lower()
-    try:
-        if suf == '.parquet': return pd.read_parquet(path).astype(object).where(lambda d: d.notna(), ''), 1
-        if suf == '.xlsx': return pd.read_excel(path, dtype=str).fillna(''), 2
-        raw = path.read_bytes()
-        try: text = raw.decode('utf-8-sig')
-        except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x})', path, raw.count(b'\n', 0, e.start) + 1) from None
-        return pd.read_csv(io.StringIO(text), sep='\t' if suf == '.tsv' else ',', dtype=str, keep_default_na=False), 2
-    except InputError: raise
+    if suf in ('.csv', '.tsv'): return _read_delimited(path, '\t' if suf == '.tsv' else ',')
+    try: df = pd.read_parquet(path) if suf == '.parquet' else pd.read_excel(path, dtype=str)
     except Exception as e: raise InputError(f'cannot read table ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})', path) from None
+    first = 1 if suf == '.parquet' else 2                              # a spreadsheet's row 1 is its header
+    return df.astype(object).where(df.notna(), ''), list(range(first, first + len(df)))
 
 def _table_kind(cols, path) -> str:
     cols = set(cols)
@@ -64,7 +77,7 @@ def detect_kind(path:str|os.PathLike) -> str:
         raise InputError('cannot tell what kind of answer file this is (give --kind)', path, line)
     raise InputError('file is empty', path)
 
-# %% ../nbs/04a_scoring.ipynb #d6cf1014
+# %% ../nbs/04a_scoring.ipynb #48b9a5ee
 def _asks(text) -> str:
     o = question_object(text)
     return f'about {o!r}' if o else repr(' '.join(str(text).split())[:80])
@@ -172,7 +185,7 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file
         doc = o['doc']
         if not isinstance(doc, dict): raise InputError('doc must be a JSON object', path, line, 'doc')
         for f in ('question_id', 'question', 'answer', 'category'):
-            if f not in doc: raise InputError('missing field', path, line, f'doc.{f}')
+            if doc.get(f) is None or str(doc[f]).strip() == '': raise InputError('missing field', path, line, f'doc.{f}')
         fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
         text = _first_text(o.get(fld))
         if text is None: raise InputError('no response text', path, line, fld)
@@ -198,14 +211,16 @@ def read_vlmeval_table(path:str|os.PathLike, # a VLMEvalKit result table
                        check:JoinCheck|None=None, # collects the pairing checks
                       ) -> list[Record]:
     "Records from a VLMEvalKit result table (xlsx, tsv or csv), optionally joined to `questions` and checked."
-    df, first = read_table(path)
+    df, lines = read_table(path)
     for c in ('index', 'question', 'answer', 'prediction', 'category'):
         if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})', path, field=c)
     qs = _by_key(questions) if questions is not None else None
     if qs is not None and check is None: check = JoinCheck(questions, path)
     out, seen = [], {}
-    for i, r in enumerate(df.to_dict('records'), start=first):    # row 1 is the header
-        split, qid = str(r['category']), norm_qid(r['index'])
+    for i, r in zip(lines, df.to_dict('records')):
+        for c in ('index', 'category'):
+            if str(r[c]).strip() == '': raise InputError('missing value', path, i, c)
+        split, qid = str(r['category']).strip(), norm_qid(r['index'])
         if (split, qid) in seen: raise InputError(f'duplicate index {qid!r} (first on row {seen[split, qid]})', path, i, 'index')
         seen[split, qid] = i
         if splits and split not in splits: continue
@@ -221,6 +236,18 @@ def read_vlmeval_table(path:str|os.PathLike, # a VLMEvalKit result table
     return out
 
 # %% ../nbs/04a_scoring.ipynb #608bae0d
+def _is_id(i): return isinstance(i, int) and not isinstance(i, bool)
+
+def _check_ids(rec:Record, path, line):
+    "Refuse id sets and a greedy id that the readouts could not use."
+    for f in ('derived', 'surface'):
+        v = getattr(rec, f)
+        if v is not None and not (isinstance(v, dict) and set(v) <= {'yes', 'no'} and
+                                  all(isinstance(x, list) and all(map(_is_id, x)) for x in v.values())):
+            raise InputError(f'{f} must map yes and no to lists of token ids, got {json.dumps(v, default=str)[:60]}', path, line, f)
+    if rec.greedy_id is not None and not _is_id(rec.greedy_id):
+        raise InputError(f'greedy_id must be a token id, got {rec.greedy_id!r}', path, line, 'greedy_id')
+
 def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
                  questions:pd.DataFrame|None=None, # a question table to join to and check against
                  splits=None, # keep only these splits (default: all)
@@ -245,6 +272,7 @@ def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
         if not isinstance(o, dict): raise InputError('expected a JSON object', path, i)
         rec = Record.from_dict(o, path, i)
         if rec.text is not None: answer_text(rec.text, path, i)
+        _check_ids(rec, path, i)
         if rec.key in seen: raise InputError(f'duplicate record for {rec.split}/{rec.question_id!r} (first on line {seen[rec.key]})', path, i, 'question_id')
         seen[rec.key] = i
         if splits and rec.split not in splits: continue
@@ -255,7 +283,7 @@ def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
         out.append(rec)
     return out
 
-# %% ../nbs/04a_scoring.ipynb #7a93021a
+# %% ../nbs/04a_scoring.ipynb #20ff40d5
 DECISIONS = {'yes': 'yes', 'no': 'no', 'unknown': 'unknown', '': 'unknown'}
 
 def _decision(v) -> str|None:
@@ -265,8 +293,8 @@ def _decision(v) -> str|None:
 
 def _pred_rows(path):
     if path.suffix.lower() in TABLE_SUFFIXES:
-        df, first = read_table(path)
-        return list(zip(range(first, first + len(df)), df.to_dict('records'))), list(df.columns)
+        df, lines = read_table(path)
+        return list(zip(lines, df.to_dict('records'))), list(df.columns)
     rows = list(read_jsonl(path))
     return rows, list(dict.fromkeys(k for _, o in rows for k in o))
 
@@ -347,11 +375,14 @@ def load_answers(path:str|os.PathLike, # any supported answer file, or a run fol
     chk = JoinCheck(questions, path) if questions is not None else None
     qsel = questions if questions is None or not splits else questions[questions.split.isin(splits)]
     if kind == 'predictions':
-        return Answers(kind, preds=read_predictions(path, split, questions, splits, names, chk), questions=qsel, check=chk)
+        preds = read_predictions(path, split, questions, splits, names, chk)
+        if preds.empty: raise InputError(f'no rows in the splits asked for ({", ".join(splits)})', path, field='splits')
+        return Answers(kind, preds=preds, questions=qsel, check=chk)
     if kind == 'llava':
         if questions is None: raise InputError('LLaVA answer files carry no split or label: give the questions (--questions, and --labels for LLaVA\'s question file)', path)
         recs = read_llava_answers(path, questions, splits, chk)
     else: recs = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records}[kind](path, questions, splits, chk)
+    if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
     return Answers(kind, records=recs, questions=qsel, check=chk)
 
 # %% ../nbs/04a_scoring.ipynb #386eea0b
@@ -389,7 +420,7 @@ def score_records(records:list[Record], names=None, unknown:str='wrong', tie:str
     if not records: raise InputError('no records to score')
     return score_predictions(predictions(records, names, tie), unknown)
 
-# %% ../nbs/04a_scoring.ipynb #a7a2bcd4
+# %% ../nbs/04a_scoring.ipynb #9f80c299
 def readout_columns(preds:pd.DataFrame) -> list[str]:
     "The decision columns of a predictions table."
     return [c for c in preds.columns if c not in ('split', 'question_id', 'label')]
@@ -400,6 +431,7 @@ def compare_readouts(preds:pd.DataFrame, # `predictions`' output, or a predictio
                      seed:int=0, # bootstrap seed
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Per split: F1 of each readout with a bootstrap interval, and McNemar's test for each pair of readouts."
+    if n_boot < 0: raise InputError(f'the number of bootstrap resamples must be 0 or more, got {n_boot}', field='boot')
     names = readout_columns(preds)
     pairs = list(itertools.combinations(names, 2)) if pairs is None else [tuple(p) for p in pairs]
     for p in pairs:
@@ -414,7 +446,7 @@ def compare_readouts(preds:pd.DataFrame, # `predictions`' output, or a predictio
             mc.append(dict(split=split, a=a, b=b, **mcnemar_test(g[a], g[b], g.label)))
     return pd.DataFrame(ci, columns=['split', 'readout', 'f1', 'lo', 'hi']), pd.DataFrame(mc, columns=['split', 'a', 'b', 'a_only', 'b_only', 'statistic', 'pvalue', 'method'])
 
-# %% ../nbs/04a_scoring.ipynb #25a8ea29
+# %% ../nbs/04a_scoring.ipynb #d0bfad7a
 def tie_summary(records:list[Record], names:list[str]) -> pd.DataFrame:
     "Per split: exact ties over the derived set, and `{readout: decisions that differ between the tie rules}`."
     sens = [n for n in names if READOUTS[n].tie_sensitive]
@@ -481,7 +513,7 @@ def score_summary(ans:Answers, # what `load_answers` read
                 set_aside=(ans.preds.attrs.get('set_aside', []) if ans.preds is not None else []), unknown=unknown,
                 scores=score_predictions(preds, unknown), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
 
-# %% ../nbs/04a_scoring.ipynb #94283a5b
+# %% ../nbs/04a_scoring.ipynb #22fa9d85
 def _f4(v): return '' if pd.isna(v) else f'{v:.4f}'
 
 def summary_text(sm:dict, title:str='') -> str:

@@ -200,3 +200,34 @@ def test_labels_that_cannot_apply(tmp_path, capsys, shared):
     assert code == 2 and "--labels goes with LLaVA's question file only" in err
     code, err = cli(capsys, 'score', ans, '--labels', shared/'data/pope/llava/coco')
     assert code == 2 and '--labels goes with --questions' in err
+
+
+REC = {'split': 'random', 'question_id': 1, 'image': 'a.jpg', 'question': 'Is there a thing1 in the image?', 'label': 'yes', 'text': 'Yes'}
+LMMS_DOC = {'question_id': '1', 'question': 'Is there a thing1 in the image?', 'answer': 'yes', 'image_source': 'a.jpg', 'category': 'random'}
+
+
+@pytest.mark.parametrize('name, content, extra, message', [
+    ('e.jsonl', '', ['--kind', 'llava', '--questions', 'Q'], 'e.jsonl: no answers in this file'),
+    ('rg.csv', 'question_id,label,p\n1,yes,yes,extra\n', ['--split', 'random'], 'rg.csv:2: 4 fields, but the header has 3'),
+    ('dup.csv', 'question_id,label,p,p\n1,yes,yes,no\n', ['--split', 'random'], 'dup.csv:1: a column name appears twice'),
+    ('v.tsv', 'index\tquestion\tanswer\tprediction\tcategory\n1\tIs there a dog in the image?\tYes\tYes\t\n', [], "v.tsv:2: field 'category': missing value"),
+    ('lm.jsonl', json.dumps({'doc_id': 0, 'doc': {**LMMS_DOC, 'question_id': None}, 'resps': [['Yes']]}), [], "lm.jsonl:1: field 'doc.question_id': missing field"),
+    ('r.jsonl', json.dumps({**REC, 'derived': 'x', 'logits': {'1': 0.5}}), [], "r.jsonl:1: field 'derived': derived must map yes and no to lists of token ids"),
+    ('ok.csv', 'question_id,label,p\n1,yes,yes\n', ['--split', 'random', '--boot', '-1'], "field 'boot': the number of bootstrap resamples must be 0 or more"),
+    ('ok.csv', 'question_id,label,p\n1,yes,yes\n', ['--split', 'random', '--splits', 'popular'], "ok.csv: field 'splits': no rows in the splits asked for (popular)"),
+    ('a.jsonl', '{"question_id": 1, "text": "Yes"}', ['--questions', 'Q', '--split', 'random'], '--split names the split of a predictions table'),
+])
+def test_more_damaged_inputs(tmp_path, capsys, name, content, extra, message):
+    "The general case: damaged files and options beyond the issue's list still get one located message and exit 2."
+    q = pope_file(tmp_path/'coco_pope_random.json', [Q(1), Q(2, 'no')])
+    f = tmp_path/name
+    f.write_text(content + ('\n' if content else ''))
+    code, err = cli(capsys, 'score', f, *[q if a == 'Q' else a for a in extra])
+    assert code == 2 and message in err and 'Traceback' not in err, err
+
+
+def test_question_fields_must_be_strings(tmp_path, capsys):
+    f = pope_file(tmp_path/'coco_pope_random.json', [Q(1), {**Q(2), 'text': ['Is there a cat in the image?']}])
+    ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}])
+    code, err = cli(capsys, 'score', ans, '--questions', f)
+    assert code == 2 and "coco_pope_random.json:2: field 'text': must be a string" in err, err
