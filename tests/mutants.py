@@ -2,7 +2,7 @@
 
 Run from the repository root, with the project's virtual environment active:
 
-    python tests/mutants.py [--only NAME ...] [--first] [--list]
+    python tests/mutants.py [--only NAME ...] [--first] [--verbose] [--list] [--keep]
 
 For every mutant it copies the working tree (`git ls-files --cached --others --exclude-standard`, so tracked files,
 uncommitted edits and untracked non-ignored files; never `.venv`) to a scratch folder, makes ONE textual change there —
@@ -136,7 +136,13 @@ def checks(m:Mutant) -> list[tuple[str, list[str]]]:
             [(f'pytest {p}', [sys.executable, '-m', 'pytest', '-q', '-x', '-p', 'no:cacheprovider', p]) for p in m.pytest])
 
 
-def trial(m:Mutant|None, first:bool=False, notebooks=(), keep=False) -> tuple[list[str], float]:
+def _reason(r:subprocess.CompletedProcess) -> str:
+    "The last error line of a failed check (what killed the mutant)."
+    lines = [l.strip() for l in (r.stdout + '\n' + r.stderr).splitlines() if 'Error' in l or l.startswith('E ')]
+    return lines[-1][:200] if lines else '(no error line)'
+
+
+def trial(m:Mutant|None, first:bool=False, notebooks=(), keep=False, verbose=False) -> tuple[list[str], float]:
     "Copy, mutate (unless `m` is None: the baseline), run the checks; return the names of the checks that failed."
     t0, dst = time.time(), Path(tempfile.mkdtemp(prefix=f'mutant-{m.name if m else "baseline"}-'))
     try:
@@ -148,7 +154,10 @@ def trial(m:Mutant|None, first:bool=False, notebooks=(), keep=False) -> tuple[li
             [(f'pytest {TESTS}', [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', TESTS])]
         failed = []
         for name, cmd in todo:
-            if run(cmd, dst).returncode: failed.append(name)
+            r = run(cmd, dst)
+            if r.returncode:
+                failed.append(name)
+                if verbose: print(f'    {name}: {_reason(r)}', flush=True)
             if failed and first: break
         return failed, time.time() - t0
     finally:
@@ -160,7 +169,8 @@ def main(argv=None):
     ap.add_argument('--only', nargs='+', metavar='NAME', help='run only these mutants')
     ap.add_argument('--first', action='store_true', help="stop a mutant's checks at the first failing one")
     ap.add_argument('--list', action='store_true', help='list the mutants and exit')
-    ap.add_argument('--keep', action='store_true', help='keep the scratch copies (their paths are printed)')
+    ap.add_argument('--keep', action='store_true', help='keep the scratch copies (under the temporary folder, mutant-NAME-*)')
+    ap.add_argument('--verbose', '-v', action='store_true', help='print the error line by which each check killed a mutant')
     a = ap.parse_args(argv)
     todo = MUTANTS if not a.only else [m for m in MUTANTS if m.name in a.only]
     if a.only and len(todo) != len(set(a.only)):
@@ -175,7 +185,7 @@ def main(argv=None):
     rows = []
     print(f'{"mutant":24} | {"result":8} | by', flush=True)
     for m in todo:
-        by, dt = trial(m, a.first, keep=a.keep)
+        by, dt = trial(m, a.first, keep=a.keep, verbose=a.verbose)
         rows.append((m.name, 'killed' if by else 'SURVIVED', ', '.join(by) or '-'))
         print(f'{rows[-1][0]:24} | {rows[-1][1]:8} | {rows[-1][2]}  ({dt:.0f}s)', flush=True)
     survived = [r[0] for r in rows if r[1] == 'SURVIVED']
