@@ -61,6 +61,15 @@ def test_sdpa_and_attention_switch(ref, io):
     assert s.shape == (1, 1, 256) and (s[0, -1] - io['logits'][0, -1]).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_half_precision(ref_dir, io, dtype):
+    "Loaded in fp16/bf16 the port runs and stays near the original's fp32 logits (rounding only)."
+    m = AutoModelForImageTextToText.from_pretrained(ref_dir, dtype=dtype).eval()
+    assert m.model.language_model.layers[0].self_attn.k_proj.visual.weight.dtype == dtype
+    with torch.no_grad(): lg = m(input_ids=port_ids(io, m), pixel_values=io['pixel_values'], logits_to_keep=1).logits[0, -1]
+    assert lg.dtype == dtype and (lg.float() - io['logits'][0, -1]).abs().max() < 0.1
+
+
 def test_wrong_branch_is_caught(ref, io):
     "The reference check can fail: visual tokens through the text branch are far off."
     ids = port_ids(io, ref)
