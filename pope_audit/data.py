@@ -289,17 +289,16 @@ def id_label_digest(df:pd.DataFrame) -> str:
     return hashlib.sha256(''.join(f'{i}\t{l}\n' for i, l in rows).encode('utf-8')).hexdigest()[:16]
 
 def fingerprint(df:pd.DataFrame) -> pd.DataFrame:
-    "Per split: row count, hash, and the POPE version it matches — or every version it is consistent with."
+    "Per split: row count, hash, and the POPE version it matches — or, from ids and labels alone, every version it is consistent with."
     out = []
     for split, g in df.groupby('split', sort=False):
-        il = KNOWN_ID_LABELS.get((split, len(g), id_label_digest(g)))
-        consistent = f'consistent with: {"; ".join(il)}' if il else None
         if (g.image.astype(str) != '').all() and (g.question.astype(str) != '').all():
             h = split_digest(g)
-            v = KNOWN_VERSIONS.get((split, len(g), h)) or 'unknown version' + (f' (ids and labels {consistent})' if il else '')
+            v = KNOWN_VERSIONS.get((split, len(g), h), 'unknown version')
         else:   # no images or question texts: ids and labels are all the evidence there is
             h = id_label_digest(g)
-            v = f'{consistent} (from ids and labels only)' if il else 'unknown version (from ids and labels only)'
+            il = KNOWN_ID_LABELS.get((split, len(g), h))
+            v = f'consistent with: {"; ".join(il)} (from ids and labels only)' if il else 'unknown version (from ids and labels only)'
         out.append(dict(split=split, rows=len(g), sha256=h, version=v))
     return pd.DataFrame(out)
 
