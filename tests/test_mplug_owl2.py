@@ -240,3 +240,20 @@ def test_image_pipeline_matches_the_original(io):
     from pope_audit.mplug_owl2 import MplugOwl2Processor
     pv = MplugOwl2Processor(None, image_size=28).pixel_values(Image.fromarray(io['image_rgb'].numpy()))
     assert pv.shape == io['image_pixels'].shape == (1, 3, 28, 28) and (pv - io['image_pixels']).abs().max() < 1e-6
+
+
+def test_engine_first_step_and_continuation_match_generate(shared):
+    "The family checklist's items 2-4 (see tests/test_family_suite.py): layout, cached first step and greedy continuation = generate."
+    from pope_audit.engine import Engine, reference_logits
+    from pope_audit.tiny import stand_in_image
+    f = tiny_family(shared)
+    qs = ['Is there a dog in the image?', 'Is there a traffic light in the image?', 'Is there a cat in the image?']
+    img = stand_in_image('x.jpg')
+    enc = f.encode(img, qs)
+    for i, q in enumerate(qs): assert enc.ids[i] == f.full_inputs(img, q)['input_ids'][0].tolist()
+    for q, r in zip(qs, Engine(f).answer(img, qs, batch_size=2, max_new_tokens=3)):
+        ref = reference_logits(f, img, q)
+        assert r['greedy_id'] == int(ref.argmax()) and max(abs(v - float(ref[i])) for i, v in r['logits'].items()) < 1e-4
+        inp = f.full_inputs(img, q)
+        with torch.no_grad(): g = f.model.generate(**inp, max_new_tokens=3, do_sample=False)[0, inp['input_ids'].shape[1]:]
+        assert r['text'] == f.tokenizer.decode(g, skip_special_tokens=True).strip()
