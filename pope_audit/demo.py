@@ -13,7 +13,7 @@ from .report import write_report
 from .core import InputError
 
 # %% auto #0
-__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'demo']
+__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'demo', 'demo_summary']
 
 # %% ../nbs/14_demo.ipynb #26d3de90
 GPU_COMMAND = ('pope-audit run --model llava-hf/llava-1.5-7b-hf --load-in-4bit --template llava15 --attention '
@@ -36,5 +36,20 @@ def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
     rd = run(str(tiny_vlm_dir()), qs, imgs, out/'run', batch_size=batch_size, max_new_tokens=4, attention=attention, progress=progress)
     t_run = time.time() - t0
-    return write_report(rd, out, title='POPE readout audit: built-in demo',
+    return write_report(rd, out, title='POPE readout audit: built-in demo', questions_label=f'the built-in synthetic benchmark ({n_images} images, seed {seed}); not a POPE version',
                         note=DEMO_NOTE + f' (This run: {len(qs)} questions on {n_images} images, built and scored in {t_run:.0f} s.)')
+
+def demo_summary(out:str|os.PathLike, # the demo's output folder
+                 seconds:float|None=None, # how long it took
+                ) -> str:
+    "The demo's headline: F1 per readout and split, the two-token gap, the time it took, and where the report is."
+    import pandas as pd
+    st = pd.read_csv(Path(out)/'scores.csv')
+    per = st[st.split.isin(['adversarial', 'popular', 'random'])].pivot(index='readout', columns='split', values='f1')
+    lines = ['F1 per readout and split:', per.map(lambda v: f'{v:.4f}').to_string()]
+    if {'derived', 'two_token'} <= set(per.index):
+        gap = (per.loc['derived'] - per.loc['two_token']) * 100
+        lines.append('readout gap (derived − two_token), points: ' + ', '.join(f'{s} {v:.2f}' for s, v in gap.items()))
+    if seconds is not None: lines.append(f'took {seconds:.0f} s')
+    lines.append(f'report: {Path(out)/"report.html"}')
+    return '\n'.join(lines)
