@@ -1,0 +1,57 @@
+"The audit table: transferred ids checked before anything runs, several families on one question set, resumable runs, run folders added as they are."
+import json
+import pandas as pd
+import pytest
+from pope_audit.audit import audit, model_probe, transfer_check, transfer_warnings, audit_table, AUDIT_READOUTS
+from pope_audit.synthetic import synthetic_benchmark
+from pope_audit.core import InputError
+
+
+@pytest.fixture(scope='module')
+def bench(tmp_path_factory):
+    return synthetic_benchmark(tmp_path_factory.mktemp('bench'), n_images=8)
+
+
+def test_transfer_predicted_from_config_and_processor(tiny_dirs):
+    "The check needs no weights: it reads the tokenizer and template, and names what the LLaVA ids are in each vocabulary."
+    rows = {f: transfer_check(*model_probe(str(tiny_dirs[f])), f) for f in ('llava15', 'qwen2-vl', 'instructblip')}
+    verdict = {f: r.groupby('readout').set_verdict.first().to_dict() for f, r in rows.items()}
+    assert verdict['llava15'] == {'two_token': 'excluded', 'eight_token': 'transfers'}
+    assert verdict['qwen2-vl'] == {'two_token': 'unrelated', 'eight_token': 'unrelated'}
+    q = rows['qwen2-vl'].query('readout == "two_token"').set_index('id')
+    assert q.loc[3582, 'verdict'] == 'not a yes/no token in this vocabulary' and q.loc[3582, 'text'] not in ('yes', 'Yes', ' yes', ' Yes')
+    w = transfer_warnings(pd.concat(rows.values()))
+    assert any(l.startswith('warning: qwen2-vl: eight_token') and 'F1 0.00' in l for l in w)
+    assert not any(l.startswith('warning: llava15: eight_token') for l in w)
+
+
+def test_audit_two_families_resumable(tiny_dirs, bench, tmp_path, capsys):
+    qs, imgs = bench
+    models = {'llava': str(tiny_dirs['llava15']), 'qwen': str(tiny_dirs['qwen2-vl'])}
+    t = audit(tmp_path/'a', models, questions=qs, images=imgs, limit=4, max_new_tokens=3)
+    out, err = capsys.readouterr()
+    assert 'warning: qwen: two_token' in err and 'warning: llava: two_token' in err and 'excluded' in err
+    assert err.index('warning: qwen') < err.index('running llava')          # warned before anything ran
+    assert '| llava | adversarial |' in out and 'Every row used the same question set.' in out
+    csv = pd.read_csv(tmp_path/'a'/'audit.csv')
+    assert {'model', 'split', 'readout', 'f1', 'yes_rate', 'precision', 'questions', 'greedy_seen', 'transfer'} <= set(csv.columns)
+    assert len(csv) == 2 * 3 * len(AUDIT_READOUTS) and set(csv.precision) == {'float32'}
+    assert csv.groupby('split').questions.nunique().max() == 1
+    assert (tmp_path/'a'/'audit.png').stat().st_size > 1000
+    recs = (tmp_path/'a'/'runs'/'qwen'/'records.jsonl').read_text()
+    assert len(recs.splitlines()) == 12
+    # a second call resumes: nothing is re-run, the table is identical
+    t2 = audit(tmp_path/'a', models, questions=qs, images=imgs, limit=4, max_new_tokens=3, quiet=True)
+    assert (tmp_path/'a'/'runs'/'qwen'/'records.jsonl').read_text() == recs
+    pd.testing.assert_frame_equal(t, t2)
+    # run folders join as they are, and a different question set is flagged
+    qs2 = qs[qs.split == 'random'].iloc[4:8]
+    audit(tmp_path/'b', {'other': str(tiny_dirs['llava15'])}, questions=qs2, images=imgs, max_new_tokens=3, quiet=True)
+    t3 = audit(tmp_path/'c', runs=[tmp_path/'a'/'runs'/'llava', tmp_path/'b'/'runs'/'other'], quiet=True)
+    assert set(t3.model) == {'llava', 'other'}
+    assert 'did not all use the same question set' in (tmp_path/'c'/'audit.md').read_text()
+
+
+def test_audit_refuses(tmp_path):
+    with pytest.raises(InputError, match='nothing to audit'): audit(tmp_path)
+    with pytest.raises(InputError, match='not a run folder'): audit_table([tmp_path])
