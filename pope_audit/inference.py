@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_inference.ipynb #d4dd3cb5
 from __future__ import annotations
-import dataclasses, hashlib, os, sys
+import dataclasses, hashlib, os, sys, time
 from pathlib import Path
 import pandas as pd
 import torch
@@ -15,6 +15,7 @@ from .readouts import Record, margin
 from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
 from .engine import Engine, reference_logits
+from .corrections import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
                                   image_hashes, images_identity, _now)
 
@@ -56,7 +57,7 @@ def run_identity(family:Family, # the loaded family
                 splits=sorted(questions.split.unique()) if cfg.splits is None else list(cfg.splits), limit=cfg.limit,
                 batch_size=cfg.batch_size, decoding=dict(method='greedy', do_sample=False, num_beams=1, max_new_tokens=cfg.max_new_tokens,
                                                          topk=cfg.topk, first_token='logits at the last prompt position'),
-                attention=cfg.attention, corrections=cfg.corrections)
+                attention=cfg.attention, corrections=[c.spec() for c in make_corrections(cfg.corrections)])
 
 # %% ../nbs/06_inference.ipynb #47c44335
 def _images(images):
@@ -98,7 +99,9 @@ def _record(family, q, qid, text, r) -> dict:
                  logits=r['logits'], topk=r['topk'], logsumexp=r['logsumexp'], derived=family.probe.derived,
                  surface=family.probe.surface, text=r['text'], attention=r.get('attention'))
     rec.margin = margin(rec)
-    return rec.to_dict()
+    d = rec.to_dict()
+    if r.get('corrections') is not None: d['corrections'] = r['corrections']
+    return d
 
 # %% ../nbs/06_inference.ipynb #9ab2cc04
 def run(model:str|Family, # hub id, folder, or a loaded family
@@ -112,12 +115,14 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     "Answer `questions` with `model`, writing `records.jsonl` and `manifest.json` to `out`; resumes an interrupted run."
     if out is None: raise InputError('an output folder is required', field='out')
     cfg = config or from_settings(model.name if isinstance(model, Family) else str(model), **settings)
+    corrections = make_corrections(cfg.corrections)
     questions, imgs = _select(questions, images, cfg, labels)
     with RunFolder(out) as folder:
         old = folder.read_manifest()
         family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
             attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
         if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
+        for c in corrections: c.check(family)
         hashes = image_hashes(imgs, questions.image.unique(), progress=cfg.progress)
         ident = run_identity(family, cfg, questions, hashes)
         manifest = dict(schema='pope-audit/run/2', identity=ident, config=dataclasses.asdict(cfg), environment=environment(cfg),
@@ -132,17 +137,24 @@ def run(model:str|Family, # hub id, folder, or a loaded family
             if env := diff(old.get('environment', {}), manifest['environment']):
                 print(f'note: resuming in another environment: {describe_diff(env)}', file=sys.stderr)
             manifest['started'], manifest['resumed'] = old.get('started'), [*old.get('resumed', []), _now()]
+        if corrections:   # seconds spent, summed over every session of this run
+            t_old = (old or {}).get('timing') or {}
+            timing = manifest['timing'] = dict(baseline_s=t_old.get('baseline_s', 0.0), corrections={c.label: t_old.get('corrections', {}).get(c.label, 0.0) for c in corrections})
         keys = [(s, norm_qid(q)) for s, q in zip(questions.split, questions.question_id)]
         done = _check_records(folder, set(keys), ident)
         folder.write_manifest(manifest)
         todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
         left = len(set(keys) - done)
         if done and cfg.progress: print(f'resuming: {len(done & set(keys))} records kept, {left} to add', file=sys.stderr)
-        engine = Engine(family)
+        engine = TapEngine(family) if corrections else Engine(family)
         bar = tqdm(total=left, unit='q', desc=f'answering ({family.family})', disable=not cfg.progress)
         with JsonlAppender(folder.records) as w:
             for image, texts, rows in todo:
-                res = engine.answer(imgs.load(image), texts, cfg.batch_size, cfg.max_new_tokens, cfg.topk, cfg.attention)
+                pic, t0 = imgs.load(image), time.perf_counter()
+                res = engine.answer(pic, texts, cfg.batch_size, cfg.max_new_tokens, cfg.topk, cfg.attention)
+                if corrections:
+                    timing['baseline_s'] += time.perf_counter() - t0
+                    for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, cfg.batch_size, timing['corrections'])): r['corrections'] = c
                 recs = [_record(family, questions.iloc[i], keys[i][1], text, r)
                         for text, r, ix in zip(texts, res, rows) for i in ix if keys[i] not in done]
                 w.append(recs)
