@@ -407,7 +407,9 @@ def _read_config(src:Path, image_token_index:int|None) -> MplugOwl2Config:
     return MplugOwl2Config(**d)
 
 def _load_shard(f:Path) -> dict:
-    if f.suffix == '.bin': return torch.load(f, map_location='cpu', weights_only=True, mmap=True)
+    if f.suffix == '.bin':
+        try: return torch.load(f, map_location='cpu', weights_only=True, mmap=True)
+        except RuntimeError: return torch.load(f, map_location='cpu', weights_only=True)   # legacy (non-zip) pickles cannot be mapped
     from safetensors.torch import load_file
     return load_file(f)
 
