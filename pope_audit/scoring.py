@@ -86,6 +86,7 @@ class JoinCheck:
     "Checks that each answer was given to the question it is joined to; counts known-wording differences per split."
     def __init__(self, questions:pd.DataFrame, file):
         self.file, self.source, self.counts = file, questions.attrs.get('source', {}), {}
+        self.images = {Path(str(i)).stem for i in questions.image}
     def where(self, split) -> str: return self.source.get(split, 'the question set')
     def __call__(self, q, line=None, text=None, image=None, label=None, fields=('text', 'image', 'label')):
         "Check answer fields against question row `q` (a named tuple of the question table)."
@@ -99,8 +100,9 @@ class JoinCheck:
                                  f'the question set asks {_asks(q.question)} (image {q.image}); these answers come from another '
                                  f'question set: score them against that one, or leave split {q.split!r} out (--splits)', self.file, line, fields[0])
             c['text'] += 1; c['wording'] += m == 'wording'
-        if isinstance(image, str) and image.strip() and q.image:
-            if Path(image.strip()).stem != Path(q.image).stem:
+        stem = Path(image.strip()).stem if isinstance(image, str) and image.strip() else None
+        if stem in self.images and q.image:   # an image named another way (VLMEvalKit's own files) cannot be compared
+            if stem != Path(q.image).stem:
                 raise InputError(f'answer joined to {here} is about image {image!r}, the question set\'s is {q.image!r}', self.file, line, fields[1])
             c['image'] += 1
         if label is not None and label != q.label:

@@ -228,10 +228,12 @@ def test_llava_13b_scores_against_its_own_copy(shared, capsys, a13):
     assert {c['split']: (c['questions'], c['answered']) for c in r['coverage']} == {'adversarial': (3000, 3000), 'popular': (3000, 3000), 'random': (2910, 2910)}
 
 
-def vlmeval_table(path, questions, wrong_image=None):
+def vlmeval_table(path, questions, wrong_image=None, own_names=False):
     rows = questions.assign(index=questions.question_id, answer=questions.label.str.capitalize(), prediction='Yes',
                             category=questions.split, image_path=questions.image)
-    if wrong_image is not None: rows.loc[wrong_image, 'image_path'] = 'COCO_val2014_000000000001.jpg'
+    if own_names: rows['image_path'] = [f'/root/LMUData/images/POPE/{i}.jpg' for i in range(len(rows))]
+    if wrong_image is not None:   # another image of the same question set
+        rows.loc[wrong_image, 'image_path'] = next(i for i in questions.image if i != rows.loc[wrong_image, 'image_path'])
     rows[['index', 'question', 'answer', 'prediction', 'category', 'image_path']].to_csv(path, sep='\t', index=False)
     return path
 
@@ -251,6 +253,9 @@ def test_vlmevalkit_table_honours_questions(shared, tmp_path, capsys, pope):
     bad = vlmeval_table(tmp_path/'POPE_bad.tsv', rnd, wrong_image=rnd.index[5])
     code, _, err = run(capsys, 'score', bad, '--questions', shared/'data/pope/coco', '--boot', '0')
     assert code == 2 and "POPE_bad.tsv:7: field 'image_path'" in err
+    own = vlmeval_table(tmp_path/'POPE_own.tsv', rnd, own_names=True)   # images saved under the tool's own names: not comparable
+    code, out, err = run(capsys, 'score', own, '--questions', shared/'data/pope/coco', '--json', '--boot', '0')
+    assert code == 0 and strict(out)['pairings'][0]['image_checked'] == 0, err
 
 
 def test_lmms_log_checked_against_questions(shared, tmp_path, capsys, pope):
