@@ -14,7 +14,7 @@ sidebar with all chapters in notebook order. Figures are written beside the page
 `--check` then verifies that every notebook has its page, every module its API section, and every `<img src>` and
 local link of every page resolves; it exits 1 and names what is missing otherwise. Notebooks are never executed.
 """
-import argparse, ast, configparser, html, importlib, inspect, re, shutil, sys, time, traceback
+import argparse, ast, configparser, functools, html, importlib, inspect, re, shutil, sys, time, traceback
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -134,8 +134,18 @@ class Site:
         for p, m in self.modules.items():
             try: self.mods[m] = importlib.import_module(f'{LIB}.{m}')
             except Exception: self.errors.append(f'{p.name}: cannot import {LIB}.{m}:\n{traceback.format_exc(limit=2)}')
-        self.linkable = {n: f'{self.pages[p]}#{n}' for p, m in self.modules.items() if m in self.mods
-                         for n in getattr(self.mods[m], '__all__', [])}
+        self.linkable = {n: f'{self.pages[p]}#{n}' for p in self.paths for n in self.documented(p)}
+
+    def export_cells(self, p: Path):
+        "(module, names documented after it) for each `#| export` cell of notebook `p`."
+        for c in self.books[p].cells:
+            if c.cell_type != 'code': continue
+            d, src = directives(c.source)
+            if 'hide' in d or not ({'export', 'exports'} & set(d)): continue
+            m = (d.get('export') or d.get('exports') or '').split()[0:1] or [self.modules.get(p)]
+            yield c, m[0], [n for n in exported_names(src) if n in self.names(m[0])]
+
+    def documented(self, p: Path) -> list: return [n for _, _, ns in self.export_cells(p) for n in ns]
 
     def names(self, m) -> list:
         mod = self.mods.get(m)
@@ -144,7 +154,7 @@ class Site:
     def prepare(self, p: Path):
         "A copy of notebook `p` processed the way nbdev processes notebooks for its docs."
         nb, cells = nbformat.from_dict(self.books[p]), []
-        mod = self.modules.get(p)
+        docs = {c.id: [doc_html(getattr(self.mods[m], n), n) for n in ns] for c, m, ns in self.export_cells(p) if ns}
         for c in nb.cells:
             if c.cell_type == 'markdown':
                 src = re.sub(r'^#+\s.*\s-\s*$\n?', '', c.source, flags=re.M)     # `## Export -` stays out of the docs
@@ -160,9 +170,8 @@ class Site:
             if d.get('echo') == 'false': c.metadata['transient'] = {'remove_source': True}
             if not src and not c.outputs: continue
             cells.append(c)
-            if mod and ({'export', 'exports'} & set(d)):
-                docs = [doc_html(getattr(self.mods[mod], n), n) for n in exported_names(src) if n in self.names(mod)]
-                if docs: cells.append(nbformat.v4.new_raw_cell('\n'.join(docs), metadata={'raw_mimetype': 'text/html'}))
+            if docs.get(c.get('id')):
+                cells.append(nbformat.v4.new_raw_cell('\n'.join(docs[c.id]), metadata={'raw_mimetype': 'text/html'}))
         nb.cells = cells
         return nb
 
@@ -249,10 +258,17 @@ class Site:
                 if not _local(src): bad.append(f'{f.relative_to(self.out)}: image not on the site: {src}')
                 elif not (f.parent/unquote(urlsplit(src).path)).is_file(): bad.append(f'{f.relative_to(self.out)}: missing image {src}')
             for href in re.findall(r'<a[^>]+href="([^"]+)"', text):
-                path = urlsplit(href).path
-                if _local(href) and path and not (f.parent/unquote(path)).exists():
-                    bad.append(f'{f.relative_to(self.out)}: broken link {href}')
+                u = urlsplit(href)
+                target = (f.parent/unquote(u.path)).resolve() if u.path else f.resolve()
+                if not _local(href) and not href.startswith('#'): continue
+                if not target.exists(): bad.append(f'{f.relative_to(self.out)}: broken link {href}')
+                elif u.fragment and target.suffix == '.html' and unquote(html.unescape(u.fragment)) not in ids(target):
+                    bad.append(f'{f.relative_to(self.out)}: no anchor for {href}')
         return bad
+
+
+@functools.lru_cache(None)
+def ids(page: Path) -> set: return {unquote(html.unescape(i)) for i in re.findall(r'\sid="([^"]+)"', page.read_text())}
 
 
 def _local(u: str) -> bool: return not re.match(r'^([a-z][\w+.-]*:|//|#)', u, re.I)
