@@ -112,10 +112,12 @@ class JoinCheck:
         return pd.DataFrame([dict(split=s, answers=c['answers'], text_checked=c['text'], image_checked=c['image'], wording=c['wording'])
                              for s, c in self.counts.items()], columns=['split', 'answers', 'text_checked', 'image_checked', 'wording'])
     def notes(self) -> list[str]:
-        "One line per split whose questions differ from the question set only by a known version's wording."
-        return [f'version difference: {c["wording"]} of {c["text"]} {s} questions differ from {self.where(s)} only by a known '
-                "version's wording (LLaVA's copy writes 'imange' for 'image'); scored as the same questions"
-                for s, c in self.counts.items() if c['wording']]
+        "A line per split whose questions differ only by a known version's wording, or that nothing but ids could check."
+        out = [f'version difference: {c["wording"]} of {c["text"]} {s} questions differ from {self.where(s)} only by a known '
+               "version's wording (LLaVA's copy writes 'imange' for 'image'); scored as the same questions"
+               for s, c in self.counts.items() if c['wording']]
+        return out + [f'unverified: the {c["answers"]} {s} answers carry no question text or image, so their pairing with '
+                      f'{self.where(s)} rests on ids (and labels) alone' for s, c in self.counts.items() if not (c['text'] or c['image'])]
 
 # %% ../nbs/04a_scoring.ipynb #e359355c
 _JSON_TYPES = {list: 'a JSON array', dict: 'a JSON object', bool: 'true/false', int: 'a number', float: 'a number'}
@@ -316,7 +318,8 @@ def read_predictions(path:str|os.PathLike, # a predictions table: question_id, l
     if 'split' in cols and split: raise InputError('the table has a split column; --split names the split of a table without one '
                                                    '(use --splits to choose splits)', path, field='split')
     split = None if 'split' in cols else split or split_from_name(path)
-    if 'split' not in cols and not split:
+    by_id = 'split' not in cols and not split and any(_wide(norm_qid(o.get('question_id'))) for _, o in rows)   # LLaVA's ids name it
+    if 'split' not in cols and not split and not by_id:
         raise InputError(f'the table has no split column and its name names no split: give its split (--split {"|".join(SPLITS)})', path, field='split')
     cand = [c for c in cols if c not in ('split', 'question_id', 'label')]
     def bad(c): return next(((ln, o.get(c)) for ln, o in rows if _decision(o.get(c)) is None), None)
@@ -333,9 +336,11 @@ def read_predictions(path:str|os.PathLike, # a predictions table: question_id, l
     if qs is not None and check is None: check = JoinCheck(questions, path)
     out, seen = [], {}
     for ln, o in rows:
-        for c in ['question_id', 'label'] + (['split'] if split is None else []):
+        for c in ['question_id', 'label'] + (['split'] if 'split' in cols else []):
             if o.get(c) is None or str(o[c]).strip() == '': raise InputError('missing value', path, ln, c)
-        s, qid, label = (split or str(o['split']).strip()), norm_qid(o['question_id']), norm_label(o['label'], path, ln)
+        qid, label = norm_qid(o['question_id']), norm_label(o['label'], path, ln)
+        if by_id and not llava_key(qid): raise InputError(f"{qid!r} is not one of LLaVA's file-wide ids, and the table names no split", path, ln, 'question_id')
+        s = split or (str(o['split']).strip() if 'split' in cols else llava_key(qid)[0])
         if (s, qid) in seen: raise InputError(f'duplicate row for {s}/{qid!r} (first on line {seen[s, qid]})', path, ln, 'question_id')
         seen[s, qid] = ln
         if splits and s not in splits: continue

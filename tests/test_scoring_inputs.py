@@ -296,3 +296,25 @@ def test_fingerprint_from_ids_and_labels(pope, tmp_path, capsys):
     t.assign(question_id=[q + 20_000_000 if s == 'popular' else q for s, q in zip(t.split, t.question_id)]).to_csv(tmp_path/'w.csv', index=False)
     code, out, _ = run(capsys, 'score', tmp_path/'w.csv', '--json', '--boot', '0')
     assert {f['split']: f['version'] for f in strict(out)['fingerprint']} == v
+
+
+def test_llava_predictions_table_with_file_wide_ids(shared, tmp_path, capsys):
+    "LLaVA-1.5-13B's decisions as a predictions table with LLaVA's own ids and no split column."
+    from pope_audit.data import read_llava_questions
+    from pope_audit.scoring import read_llava_answers, predictions
+    q = read_llava_questions(shared/'data/pope/llava/llava_pope_test.jsonl', shared/'data/pope/llava/coco')
+    p = predictions(read_llava_answers(shared/'data/pope/llava/answers/llava-v1.5-13b.jsonl', q), ['pope_parse'])
+    p.drop(columns='split').to_csv(tmp_path/'p13.csv', index=False)
+    code, out, err = run(capsys, 'score', tmp_path/'p13.csv', '--json', '--boot', '0')
+    assert code == 0, err
+    v = {f['split']: f['version'] for f in strict(out)['fingerprint']}
+    assert v['random'] == f'consistent with: {LLAVA_V} (from ids and labels only)'
+    assert OFFICIAL_V in v['popular'] and LLAVA_V in v['popular'] and 'unknown' not in v['popular']
+    code, out, err = run(capsys, 'score', tmp_path/'p13.csv', '--questions', shared/'data/pope/coco', '--splits', 'adversarial', 'popular',
+                         '--json', '--boot', '0')
+    assert code == 0, err
+    r = strict(out)
+    assert {s['split']: (s['tp'], s['fp'], s['tn'], s['fn']) for s in r['scores'] if s['split'] in ('adversarial', 'popular')} == {
+        'adversarial': (1182, 117, 1383, 318), 'popular': (1182, 59, 1441, 318)}
+    assert [f['version'] for f in r['fingerprint']] == [OFFICIAL_V] * 2
+    assert [n[:45] for n in r['notes']] == ['unverified: the 3000 adversarial answers carr', 'unverified: the 3000 popular answers carry no']
