@@ -4,7 +4,7 @@
     python .ci/screenshots.py [--site _site] [--out _site/screenshots] [--tiles N] [PAGE.html ...]
 
 Default pages: index.html and attention.html. Each page is rendered in a 1280-px-wide window; with `--tiles N` the
-window is N×1600 px tall and the shot is cut into N tiles of 1280×1600 (`page-2.png`, ...; blank tiles dropped), because
+window is N×1600 px tall and the shot is cut into N tiles of 1280×1600 (`page-2.png`, ...; tiles with nothing right of the sidebar dropped), because
 headless Chromium does not scroll to an anchor before its screenshot. Prints the PNG paths. Chromium: Debian's
 `chromium` package.
 """
@@ -38,7 +38,7 @@ def tiles(png: Path, n: int) -> list:
     im, out = Image.open(png).convert('RGB'), []
     for i in range(n):
         t = im.crop((0, i * H, W, (i + 1) * H))
-        if i and all(lo == hi for lo, hi in t.getextrema()): break
+        if i and all(lo == hi for lo, hi in t.crop((W // 4, 0, W, H)).getextrema()): break   # right of the sidebar: empty
         f = png if i == 0 else png.with_name(f'{png.stem}-{i + 1}.png')
         t.save(f); out.append(f)
     return out
