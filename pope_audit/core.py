@@ -65,7 +65,10 @@ def input_file(path:str|os.PathLike, # a file the user named
     else: why = 'not a regular file (a FIFO, socket or device): only regular files are read'
     raise InputError(f'{what}: {why}', p)
 
-def decode_line(raw:bytes, path=None, line:int|None=None) -> str:
+def decode_line(raw:bytes, # one line as read from the file
+                path=None, # the file, for the message
+                line:int|None=None, # its 1-based line number (1: a byte-order mark is dropped)
+               ) -> str:
     "One line of bytes as UTF-8 text (a leading byte-order mark dropped), or an `InputError` naming the line."
     try: s = raw.decode('utf-8')
     except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x} at column {e.start + 1})', path, line) from None
@@ -141,7 +144,8 @@ def sha256_file(path:str|os.PathLike) -> str:
     return h.hexdigest()
 
 # %% ../nbs/00_core.ipynb #5dfe79b0
-def jsonable(o):
+def jsonable(o, # anything `json.dumps` takes, possibly holding NaN or numpy scalars
+            ):
     "`o` with NaN and infinities as `None` and numpy scalars as Python numbers, recursively."
     if isinstance(o, dict): return {k: jsonable(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)): return [jsonable(v) for v in o]
