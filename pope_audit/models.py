@@ -13,9 +13,9 @@ from .core import InputError
 from .tokens import get_template, probe, Template, LLAVA_EIGHT
 
 # %% auto #0
-__all__ = ['FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'register_family', 'family_for',
-           'Llava15', 'LlavaNext', 'QwenParts', 'Qwen2VL', 'InstructBlip', 'bnb_config', 'bnb_4bit_config',
-           'load_adapter', 'quantization_in_effect', 'module_dtypes']
+__all__ = ['FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'register_family', 'load_ports',
+           'family_for', 'Llava15', 'LlavaNext', 'QwenParts', 'Qwen2VL', 'InstructBlip', 'bnb_config',
+           'bnb_4bit_config', 'load_adapter', 'quantization_in_effect', 'module_dtypes']
 
 # %% ../nbs/05_models.ipynb #ae63e21c
 @dataclass
@@ -175,8 +175,13 @@ def register_family(cls:type[Family]) -> type[Family]:
     FAMILIES[cls.family] = cls
     return cls
 
+def load_ports():
+    "Import the families the package ports itself (their modules register them): mPLUG-Owl2."
+    import pope_audit.mplug_owl2
+
 def family_for(model_type:str, src=None) -> type[Family]:
     "The family class serving `model_type`."
+    load_ports()
     for c in FAMILIES.values():
         if model_type in c.model_types: return c
     raise InputError(f'unsupported model type {model_type!r} (supported: {", ".join(t for c in FAMILIES.values() for t in c.model_types)})', src, field='model_type')
@@ -348,6 +353,7 @@ def load_adapter(src:str, # hub id or local folder
                  **options) -> Family:
     "The family adapter for the model at `src`, loaded with `from_pretrained`."
     from transformers import AutoModelForImageTextToText
+    load_ports()
     cfg = _model_config(src, revision)
     cls = family_for(cfg.model_type, src)
     quantization = quantization or ('nf4' if load_in_4bit else None)

@@ -488,6 +488,10 @@ class MplugOwl2Processor:
         return cls(tokenizer or AutoTokenizer.from_pretrained(folder), cfg.visual_config['visual_model']['image_size'],
                    cfg.image_token_index, cfg.num_visual_tokens)
 
+    def save_pretrained(self, folder):
+        "Save the tokenizer (the image geometry and ids live in the model's config)."
+        self.tokenizer.save_pretrained(folder)
+
     def token_ids(self, text:str) -> list[int]:
         "Ids of `text`, tokenised chunk by chunk around each image placeholder, as the original's `tokenizer_image_token`."
         chunks = [self.tokenizer(c).input_ids if c else [] for c in text.split(self.image_token)]

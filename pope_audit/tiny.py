@@ -13,8 +13,8 @@ from .models import QwenParts
 
 # %% auto #0
 __all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY', 'llava_tokenizer', 'blip_tokenizer',
-           'qwen2vl_tokenizer', 'tiny_llava15', 'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'save_tiny',
-           'stand_in_image', 'stand_in_images']
+           'qwen2vl_tokenizer', 'tiny_llava15', 'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip',
+           'tiny_mplug_owl2', 'save_tiny', 'stand_in_image', 'stand_in_images']
 
 # %% ../nbs/04b_tiny.ipynb #fac7e6c9
 def llava_tokenizer():
@@ -117,7 +117,17 @@ def tiny_instructblip(seed:int=0):
                              num_query_tokens=32, image_token_index=32001)
     return _seeded(InstructBlipForConditionalGeneration, cfg, seed), proc
 
-TINY = {'llava15': tiny_llava15, 'llava-next': tiny_llava_next, 'qwen2-vl': tiny_qwen2vl, 'instructblip': tiny_instructblip}
+def tiny_mplug_owl2(seed:int=0):
+    "A tiny mPLUG-Owl2 (the package's transformers-5 port: ViT at 28 px, abstractor with 64 queries + 1, two-branch LLaMA) with its processor."
+    from pope_audit.mplug_owl2 import MplugOwl2Config, MplugOwl2ForConditionalGeneration, MplugOwl2Processor
+    vis = dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=28, patch_size=7)
+    cfg = MplugOwl2Config(vocab_size=32000, **{**WIDTH, 'intermediate_size': 128}, max_position_embeddings=512,
+                          visual_config=dict(visual_model=vis, visual_abstractor=dict(hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                                                                                      num_attention_heads=4, encoder_hidden_size=64, num_learnable_queries=64, grid_size=4)))
+    return _seeded(MplugOwl2ForConditionalGeneration, cfg, seed), MplugOwl2Processor(shared_tokenizer('llama-spm'), image_size=28)
+
+TINY = {'llava15': tiny_llava15, 'llava-next': tiny_llava_next, 'qwen2-vl': tiny_qwen2vl, 'instructblip': tiny_instructblip,
+        'mplug-owl2': tiny_mplug_owl2}
 
 def save_tiny(family:str, folder:str|os.PathLike, seed:int=0) -> Path:
     "Build the tiny `family` model and save model + processor to `folder` (loadable with `from_pretrained`)."

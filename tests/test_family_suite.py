@@ -5,7 +5,7 @@ Items 1 (frozen prompt) live in `test_prompt_snapshots.py`; the rest are here.
 """
 import pytest, torch
 from pope_audit.engine import Engine, reference_logits
-from pope_audit.models import FAMILIES, load_adapter, quantization_in_effect, bnb_config
+from pope_audit.models import FAMILIES, load_adapter, load_ports, quantization_in_effect, bnb_config
 from pope_audit.inference import run
 from pope_audit.scoring import read_records, score_records
 from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images
@@ -15,12 +15,14 @@ QS = ['Is there a dog in the image?', 'Is there a traffic light in the image?', 
 
 
 def family(name):
-    return FAMILIES[name](*BUILDERS[name]())
+    model, processor = BUILDERS[name]()     # building may import the family's module, which registers it
+    return FAMILIES[name](model, processor)
 
 
 def test_every_registered_family_is_in_the_suite():
+    load_ports()
     "A family registered without a tiny builder here has not passed the checklist (experimental ones are listed apart)."
-    missing = {n for n, c in FAMILIES.items() if not c.experimental} - set(BUILDERS) - {'mplug-owl2'}
+    missing = {n for n, c in FAMILIES.items() if not c.experimental} - set(BUILDERS)
     assert not missing, f'families without a suite entry: {missing}'
 
 
