@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 # %% auto #0
-__all__ = ['InputError', 'project_root', 'shared_dir', 'cache_dir', 'input_file', 'decode_line', 'read_jsonl', 'need',
-           'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'jsonable', 'dumps_strict']
+__all__ = ['LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'input_file', 'decode_line', 'read_jsonl', 'need',
+           'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'jsonable', 'dumps_strict',
+           'set_logging', 'note', 'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -156,3 +157,57 @@ def jsonable(o, # anything `json.dumps` takes, possibly holding NaN or numpy sca
 def dumps_strict(o, **kw) -> str:
     "JSON text of `o` that any parser accepts: `null` for NaN, never `NaN` or `Infinity`."
     return json.dumps(jsonable(o), allow_nan=False, default=str, **kw)
+
+# %% ../nbs/00_core.ipynb #5b519223
+LOG = dict(quiet=False, verbose=False, file=None)
+
+def set_logging(quiet:bool=False, # only errors and results
+                verbose:bool=False, # also the libraries' own progress and warnings
+                log_file:str|os.PathLike|None=None, # copy every note, timestamped, to this file
+               ):
+    "How notes and progress are shown (the command line's --quiet, --verbose and --log-file)."
+    LOG.update(quiet=quiet, verbose=verbose, file=str(log_file) if log_file else None)
+    try:
+        from transformers.utils import logging as hf
+        if verbose: hf.enable_progress_bar(); hf.set_verbosity_info()
+        else: hf.disable_progress_bar(); hf.set_verbosity_error()
+    except ImportError: pass
+
+def note(msg:str):
+    "A message for the user on standard error (unless quiet), copied to the log file with a timestamp."
+    import sys, datetime
+    if not LOG['quiet']: print(msg, file=sys.stderr, flush=True)
+    if LOG['file']:
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
+        with open(LOG['file'], 'a', encoding='utf-8') as f: f.write(''.join(f'{stamp} {l}\n' for l in msg.splitlines()))
+
+# %% ../nbs/00_core.ipynb #80cf64e3
+class LineProgress:
+    "Progress as one line every `step` percent, with rate and time left (for logs, where a bar would flood)."
+    def __init__(self, total:int, desc:str='', unit:str='it', step:int=5):
+        import time
+        self.total, self.desc, self.unit, self.step, self.n, self.t0, self.shown = total, desc, unit, step, 0, time.time(), -1
+    def update(self, k:int=1):
+        "Count `k` more; print a line when a new `step`-percent mark is passed."
+        import time
+        self.n += k
+        pct = int(100 * self.n / self.total) // self.step * self.step if self.total else 100
+        if pct > self.shown:
+            self.shown = pct
+            dt = time.time() - self.t0
+            rate = self.n / dt if dt > 0 else 0.0
+            left = (self.total - self.n) / rate if rate > 0 else float('nan')
+            note(f'{self.desc}: {pct}% ({self.n}/{self.total} {self.unit}), {rate:.1f} {self.unit}/s, {left:.0f} s left')
+    def close(self): pass
+
+def progress(total:int, # how many steps
+             desc:str='', # what is progressing
+             unit:str='it', # what a step is
+             disable:bool=False, # show nothing
+            ):
+    "A tqdm bar on a terminal, a line every 5% elsewhere, nothing when disabled or quiet."
+    import sys
+    from tqdm.auto import tqdm
+    if disable or LOG['quiet']: return tqdm(total=total, disable=True)
+    if sys.stderr.isatty(): return tqdm(total=total, desc=desc, unit=unit)
+    return LineProgress(total, desc, unit)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from .core import InputError, JsonlAppender, repair_jsonl_tail
+from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress
 from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_qid
 from .readouts import Record, margin
 from .tokens import token_text
@@ -135,7 +135,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
                 raise InputError(f'this folder holds a different run; use a new output folder. Differences: {describe_diff(diffs)}{more}',
                                  folder.manifest_path, field='identity')
             if env := diff(old.get('environment', {}), manifest['environment']):
-                print(f'note: resuming in another environment: {describe_diff(env)}', file=sys.stderr)
+                note(f'note: resuming in another environment: {describe_diff(env)}')
             manifest['started'], manifest['resumed'] = old.get('started'), [*old.get('resumed', []), _now()]
         if corrections:   # seconds spent, summed over every session of this run
             t_old = (old or {}).get('timing') or {}
@@ -145,9 +145,9 @@ def run(model:str|Family, # hub id, folder, or a loaded family
         folder.write_manifest(manifest)
         todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
         left = len(set(keys) - done)
-        if done and cfg.progress: print(f'resuming: {len(done & set(keys))} records kept, {left} to add', file=sys.stderr)
+        if done: note(f'resuming: {len(done & set(keys))} records kept, {left} to add')
         engine = TapEngine(family) if corrections else Engine(family)
-        bar = tqdm(total=left, unit='q', desc=f'answering ({family.family})', disable=not cfg.progress)
+        bar = progress(left, f'answering ({family.family})', 'q', disable=not cfg.progress)
         with JsonlAppender(folder.records) as w:
             for image, texts, rows in todo:
                 pic, t0 = imgs.load(image), time.perf_counter()

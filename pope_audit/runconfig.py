@@ -102,12 +102,15 @@ def image_hashes(images, # an image source (`.root` folder or `.load(name)`)
                  names, # image names, in order
                  progress:bool=False) -> dict[str, str]:
     "Name → first 16 hex digits of the SHA-256 of each image as it is used."
-    from tqdm.auto import tqdm
-    out = {}
-    for n in tqdm(list(names), desc='hashing images', unit='img', disable=not progress, leave=False):
+    from pope_audit.core import progress as bar
+    out, names = {}, list(names)
+    pb = bar(len(names), 'hashing images', 'img', disable=not progress or len(names) < 200)
+    for n in names:
         root = getattr(images, 'root', None)
         data = (Path(root)/n).read_bytes() if root is not None else images.load(n).tobytes()
         out[n] = hashlib.sha256(data).hexdigest()[:16]
+        pb.update(1)
+    pb.close()
     return out
 
 def images_identity(hashes:dict[str, str]) -> dict:
