@@ -27,7 +27,8 @@ def test_transfer_predicted_from_config_and_processor(tiny_dirs):
 
 def test_audit_two_families_resumable(tiny_dirs, bench, tmp_path, capsys):
     qs, imgs = bench
-    models = {'llava': str(tiny_dirs['llava15']), 'qwen': str(tiny_dirs['qwen2-vl'])}
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    models = {'llava': str(tiny_vlm_dir('llava15')), 'qwen': str(tiny_dirs['qwen2-vl'])}
     t = audit(tmp_path/'a', models, questions=qs, images=imgs, limit=4, max_new_tokens=3)
     out, err = capsys.readouterr()
     assert 'warning: qwen: two_token' in err and 'warning: llava: two_token' in err and 'excluded' in err
@@ -46,7 +47,7 @@ def test_audit_two_families_resumable(tiny_dirs, bench, tmp_path, capsys):
     pd.testing.assert_frame_equal(t, t2)
     # run folders join as they are, and a different question set is flagged
     qs2 = qs[qs.split == 'random'].iloc[4:8]
-    audit(tmp_path/'b', {'other': str(tiny_dirs['llava15'])}, questions=qs2, images=imgs, max_new_tokens=3, quiet=True)
+    audit(tmp_path/'b', {'other': models['llava']}, questions=qs2, images=imgs, max_new_tokens=3, quiet=True)
     t3 = audit(tmp_path/'c', runs=[tmp_path/'a'/'runs'/'llava', tmp_path/'b'/'runs'/'other'], quiet=True)
     assert set(t3.model) == {'llava', 'other'}
     assert 'did not all use the same question set' in (tmp_path/'c'/'audit.md').read_text()
