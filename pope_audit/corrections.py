@@ -469,13 +469,18 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
     if axes is None: axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 3.6), squeeze=False)[1][0]
     fr = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], delta=[r.margin for r in records]))
     for ax, s in zip(axes, splits):
-        g = fr[fr.split == s]
+        g, t = fr[fr.split == s], table[table.split == s]
         c = offset_curve(g.delta, g.label)
+        lo, hi = max(0, t.yes_rate.min() - 0.12), min(1, t.yes_rate.max() + 0.12)
+        c = c[(c.yes_rate >= lo) & (c.yes_rate <= hi)]
         ax.plot(c.yes_rate, c.f1, color='0.6', lw=1, label='constant offset on Δ')
-        for _, r in table[table.split == s].iterrows():
-            ax.scatter(r.yes_rate, r.f1, s=40 if r.readout == 'baseline' else 28, marker='*' if r.readout == 'baseline' else 'o', label=r.readout, zorder=3)
-        ax.set(title=s, xlabel='yes-rate', ylabel='F1', ylim=(max(0, c.f1.max() - 0.35), min(1, c.f1.max() + 0.05)))
-    axes[-1].legend(fontsize=7, loc='lower right')
+        for i, r in enumerate(t.itertuples()):
+            base = r.readout == 'baseline'
+            ax.scatter(r.yes_rate, r.f1, s=70 if base else 30, marker='*' if base else 'os^Dv<>ph'[i % 9], color='k' if base else f'C{i % 10}',
+                       label=r.readout, zorder=3)
+        ys = [*c.f1, *t.f1]
+        ax.set(title=s, xlabel='yes-rate', ylabel='F1', xlim=(lo, hi), ylim=(min(ys) - 0.01, max(ys) + 0.01))
+    axes[-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
     return axes
 
 # %% ../nbs/15_corrections.ipynb #5da77642

@@ -117,7 +117,7 @@ def test_closed_forms(trained):
     for r in recs:
         c, delta = r['corrections'], r['corrections']['vcd']['delta']
         for m in ('vcd', 'icd', 'vdd'):                    # α = 0 is the baseline exactly
-            assert c[f'{m}:alpha=0']['tau'] == 0.0 and c[f'{m}:alpha=0']['delta'] == delta and not c[f'{m}:alpha=0']['frozen']
+            assert c[f'{m}:alpha=0']['tau'] == 0.0 and c[f'{m}:alpha=0']['delta'] == delta
         assert c['vdd:mode=debias']['tau'] == c['vdd:mode=debias']['delta_cf']       # post-hoc debias: τ = Δ_cf
         v = c['vcd:apc_beta=none']
         lg = {int(k): x for k, x in r['logits'].items()}
