@@ -36,8 +36,10 @@ def direct_branch(fam, c, img, name, q):
         f = copy.copy(fam)
         f.template = Template('disturbed', d + ' ' + fam.template.text, fam.template.answer_sep)
         return last(f.model, **f.full_inputs(img, q))
-    ids = fam.full_inputs(img, q)['input_ids'][0]
-    return last(fam.text_model(), input_ids=ids[ids != fam.image_token_id][None])
+    ids = fam.full_inputs(img, q)['input_ids'][0].tolist()
+    img_pos = [i for i, t in enumerate(ids) if t == fam.image_token_id]
+    mid = [fam.tokenizer.unk_token_id] if p['counterfactual'] == 'unk' else []
+    return last(fam.text_model(), input_ids=torch.tensor([ids[:img_pos[0]] + mid + ids[img_pos[-1] + 1:]]))
 
 
 def direct_quantities(z, zc, ids, c):
@@ -100,7 +102,7 @@ def trained(tmp_path_factory):
     d = tmp_path_factory.mktemp('trained')
     qs, imgs = synthetic_benchmark(d/'bench', n_images=8, seed=11)
     specs = ['vcd', 'icd', 'vdd', 'vdd:mode=debias', 'vcd:apc_beta=none', 'icd:apc_beta=none', 'vdd:apc_beta=none',
-             'vcd:alpha=0', 'icd:alpha=0', 'vdd:alpha=0']
+             'vcd:alpha=0', 'icd:alpha=0', 'vdd:alpha=0', 'vdd:counterfactual=unk']
     model = str(tiny_vlm_dir())
     out = run(model, qs, imgs, d/'run', batch_size=4, max_new_tokens=1, progress=False, corrections=specs)
     return load_adapter(model), out, imgs, specs
@@ -108,7 +110,7 @@ def trained(tmp_path_factory):
 
 def test_trained_matches_direct_implementation(trained):
     fam, out, imgs, specs = trained
-    check_against_direct(fam, out, imgs, ['vcd', 'icd', 'vdd:apc_beta=none'])
+    check_against_direct(fam, out, imgs, ['vcd', 'icd', 'vdd:apc_beta=none', 'vdd:counterfactual=unk'])
 
 
 def test_closed_forms(trained):
@@ -145,6 +147,7 @@ def test_each_method_acts_on_the_trained_model(trained):
         assert (tab[tab.readout == l].noop == '').all(), l
     for m in ('vcd', 'icd', 'vdd'): assert (tab[tab.readout == f'{m}:alpha=0'].noop == 'zero').all()
     assert set(tab.readout) == {'baseline', 'yes_push', *specs}
+    assert (tab[tab.readout == 'vdd:counterfactual=unk'].noop == '').all()
     assert (tab[tab.readout == 'vcd'].cost > 1).all() and (tab[tab.readout == 'baseline'].cost == 1).all()
 
 
@@ -160,6 +163,10 @@ def test_refused_for_a_family_without_the_part(tiny_dirs, pope, tmp_path):
     with pytest.raises(InputError, match="unknown correction 'pai'"):
         run(fam, qs, imgs, tmp_path/'run2', progress=False, corrections=['pai'])
     assert not (tmp_path/'run2').exists()
+    qwen = load_adapter(str(tiny_dirs['qwen2-vl']))                       # a tokenizer without <unk>
+    with pytest.raises(InputError, match='vdd: counterfactual=unk needs an <unk> token; the qwen2-vl tokenizer has none'):
+        run(qwen, qs, imgs, tmp_path/'run3', progress=False, corrections=['vdd:counterfactual=unk'])
+    assert not (tmp_path/'run3'/'manifest.json').exists()
 
 
 def test_resume_and_identity_cover_corrections(tiny_dirs, pope, tmp_path):
