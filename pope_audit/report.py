@@ -17,9 +17,9 @@ from .reconstruct import reconstruct_records, flip_margins
 from .attention import attention_report, plot_attention
 
 # %% auto #0
-__all__ = ['CONFIDENT_MARGIN', 'N_BOOT', 'fmt_frame', 'md_table', 'render', 'plot_f1', 'Context', 'section_lead',
-           'section_manifest', 'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar',
-           'plot_flipped', 'section_gap', 'section_attention', 'write_report']
+__all__ = ['CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'render', 'plot_f1', 'int_counts', 'Context',
+           'section_lead', 'section_manifest', 'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar',
+           'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention', 'write_report']
 
 # %% ../nbs/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -90,12 +90,22 @@ def plot_f1(per:pd.DataFrame, # one row per readout and split: readout, split, f
 CONFIDENT_MARGIN = 2.0   # nats: a decoder margin this large is a confident answer (e^2 ≈ 7.4 : 1 odds), not a near-tie
 N_BOOT = 1000            # bootstrap resamples per interval: enough for two stable decimals of a 95% interval
 
+COUNT_COLS = ('n', 'tp', 'fp', 'tn', 'fn')
+
+def int_counts(df:pd.DataFrame) -> pd.DataFrame:
+    "Count columns as whole numbers (missing where a row has none, as the aggregate rows have)."
+    return df.assign(**{c: df[c].astype('Int64') for c in COUNT_COLS if c in df})
+
 class Context:
     "Everything the report's sections read: the records, their predictions and scores, intervals, and the manifest."
-    def __init__(self, run_dir:Path, recommended:str|None=None, n_boot:int=N_BOOT, questions_label:str|None=None):
-        self.recs = read_records(run_dir)
+    def __init__(self, run_dir:Path, recommended:str|None=None, n_boot:int=N_BOOT, questions_label:str|None=None, records=None):
+        self.recs = records if records is not None else read_records(run_dir)
         mp = run_dir/'manifest.json'
-        self.man = json.loads(mp.read_text()) if mp.exists() else {}
+        self.man = json.loads(mp.read_text()) if run_dir.is_dir() and mp.exists() else {}
+        if not self.man:           # an answer file: what ran is its question set
+            from pope_audit.data import fingerprint
+            qs = pd.DataFrame([dict(split=r.split, question_id=r.question_id, image=r.image, question=r.question, label=r.label) for r in self.recs])
+            self.man = dict(identity=dict(model=f'answers in {run_dir}', questions=fingerprint(qs).to_dict('records')))
         self.preds = predictions(self.recs)
         self.names = [c for c in self.preds.columns if c not in ('split', 'question_id', 'label')]
         self.rec_name = recommended or ('derived' if 'derived' in self.names else self.names[0])
@@ -262,19 +272,20 @@ def write_report(run_dir:str|os.PathLike, # a run folder
                  title:str='POPE readout audit', # the report's title
                  n_boot:int=N_BOOT, # bootstrap resamples per interval
                  questions_label:str|None=None, # name for the question set, instead of its fingerprint's version
+                 records=None, # records read from an answer file (then `run_dir` is that file, and `out` is required)
                 ) -> Path:
-    "Write report.md, report.html, scores.csv and figures for the run in `run_dir`; return the HTML path."
+    "Write report.md, report.html, scores.csv and figures for the run in `run_dir` (or for `records`); return the HTML path."
     import matplotlib; matplotlib.use('Agg')
     run_dir = Path(run_dir); out = Path(out or run_dir); figs = out/'figures'
-    if not (run_dir/'records.jsonl').exists(): raise InputError('not a run folder (no records.jsonl)', run_dir)
+    if records is None and not (run_dir/'records.jsonl').exists(): raise InputError('not a run folder (no records.jsonl)', run_dir)
     for n in ('report.md', 'report.html', 'scores.csv'):
         if (out/n).is_symlink(): raise InputError('refusing to write through a symbolic link', out/n, field='out')
-    c = Context(run_dir, recommended, n_boot, questions_label)
+    c = Context(run_dir, recommended, n_boot, questions_label, records)
     blocks = [('h', 1, title)] + ([('p', note)] if note else []) + section_lead(c)
     blocks += section_manifest(c) + section_probe(c) + section_readouts(c, figs) + section_ties(c)
     blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out/'scores.csv', c.st.to_csv(index=False))
+    atomic_write(out/'scores.csv', int_counts(c.st).to_csv(index=False))
     atomic_write(out/'report.md', render(blocks, 'md'))
     atomic_write(out/'report.html', render(blocks, 'html'))
     return out/'report.html'
