@@ -17,12 +17,12 @@ from .readouts import READOUTS, _max
 
 # %% auto #0
 __all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'TABLE_SPECS', 'TABLE_COLS', 'yes_no_margin',
-           'apc_keep', 'contrast_quantities', 'ImageWork', 'register_correction', 'Correction', 'parse_value',
-           'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed',
-           'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc',
-           'needed_ratio', 'correction_labels', 'correction_frame', 'yes_push', 'controls', 'offset_curve',
-           'plot_controls', 'counts_from_printed', 'published_flip_accounting', 'run_controls',
-           'tiny_benchmark_controls']
+           'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction', 'Correction',
+           'parse_value', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
+           'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'VDD', 'TapEngine',
+           'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_labels', 'correction_frame',
+           'yes_push', 'controls', 'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting',
+           'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -37,21 +37,29 @@ def apc_keep(z:torch.Tensor, # [B, V] baseline logits
     "Ids the adaptive plausibility constraint keeps: logit within ln β of the row's maximum."
     return z >= z.max(-1, keepdim=True).values + math.log(beta)
 
+def corrected_logits(z:torch.Tensor, # [B, V] baseline logits
+                     z_cf:torch.Tensor, # [B, V] counterfactual logits
+                     alpha:float, # contrast weight α
+                     apc_beta:float|None=None, # APC β, or None for no constraint
+                    ) -> torch.Tensor:
+    "The corrected full-vocabulary logits on the baseline's scale: ((1 + α)·z − α·z_cf) / (1 + α), −inf where the APC cuts."
+    c = ((1 + alpha) * z - alpha * z_cf) / (1 + alpha)
+    return c if apc_beta is None else c.masked_fill(~apc_keep(z, apc_beta), float('-inf'))
+
 def contrast_quantities(z:torch.Tensor, # [B, V] baseline logits
                         z_cf:torch.Tensor, # [B, V] counterfactual logits
                         ids:dict, # the readout's yes/no ids
                         alpha:float, # contrast weight α
                         apc_beta:float|None, # APC β, or None for no constraint
                        ) -> dict[str, torch.Tensor]:
-    "Δ, τ, τ without the APC, the APC-freeze flag and Δ_cf for c = (1 + α)·z − α·z_cf read out on the full vocabulary."
+    "Δ, τ, τ without the APC, the APC-freeze flag and Δ_cf: the readout of the corrected logits, as Δ − τ."
     delta, delta_cf = yes_no_margin(z, ids), yes_no_margin(z_cf, ids)
-    c = (1 + alpha) * z - alpha * z_cf
-    tau_free = delta - yes_no_margin(c, ids) / (1 + alpha)
+    tau_free = delta - yes_no_margin(corrected_logits(z, z_cf, alpha), ids)
     if apc_beta is None:
         return dict(delta=delta, tau=tau_free, tau_free=tau_free, frozen=torch.zeros_like(delta, dtype=torch.bool), delta_cf=delta_cf)
     keep = apc_keep(z, apc_beta)
     frozen = ~(keep[:, ids['yes']].any(-1) & keep[:, ids['no']].any(-1))
-    kept = delta - yes_no_margin(c.masked_fill(~keep, float('-inf')), ids) / (1 + alpha)
+    kept = delta - yes_no_margin(corrected_logits(z, z_cf, alpha, apc_beta), ids)
     return dict(delta=delta, tau=torch.where(frozen, torch.zeros_like(delta), kept), tau_free=tau_free, frozen=frozen, delta_cf=delta_cf)
 
 # %% ../nbs/15_corrections.ipynb #9d281963
@@ -120,6 +128,10 @@ class Correction:
         "Per question of one image: `delta`, `tau` and what else the method logs, each a tensor [Q]."
         raise NotImplementedError(f'{type(self).__name__}.image')
 
+    def corrected(self, w:ImageWork) -> torch.Tensor:
+        "The corrected full-vocabulary logits [Q, V], for a method that has them (one that only offsets a decision has not)."
+        raise NotImplementedError(f'{self.label} corrects the decision, not the logits: it gives Δ and τ only')
+
     def __repr__(self): return f'{type(self).__name__}({self.label})'
 
 # %% ../nbs/15_corrections.ipynb #f73ef734
@@ -183,6 +195,10 @@ class Contrastive(Correction):
     def image(self, w:ImageWork):
         "Δ, τ, τ without the APC, the freeze flag and Δ_cf per question."
         return contrast_quantities(w.z, self.counterfactual(w), w.engine.family.readout_ids, float(self.params['alpha']), self.params['apc_beta'])
+
+    def corrected(self, w:ImageWork) -> torch.Tensor:
+        "The corrected full-vocabulary logits [Q, V] of the image's questions."
+        return corrected_logits(w.z, self.counterfactual(w), float(self.params['alpha']), self.params['apc_beta'])
 
 # %% ../nbs/15_corrections.ipynb #a3b6a396
 def diffusion_alpha_bar(step:int, # T, 0-based, below `n_steps`
@@ -311,6 +327,11 @@ class VDD(Contrastive):
     def counterfactual(self, w):
         "First-step logits of the image-free prompts."
         return batched_logits(w.engine, self.text_only(w), Prefix([]), w.batch_size)
+
+    def corrected(self, w):
+        "The contrast's corrected logits (post-hoc debias corrects class probabilities, not logits)."
+        if self.params['mode'] == 'contrast': return super().corrected(w)
+        return Correction.corrected(self, w)
 
     def image(self, w):
         "The contrast, or post-hoc debias: τ = Δ_cf."
