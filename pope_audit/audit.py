@@ -140,8 +140,9 @@ def audit_table(runs:dict[str, str|os.PathLike]|list, # run folders, or name →
     return pd.concat([audit_rows(r, n, unknown) for n, r in runs.items()], ignore_index=True)
 
 def audit_markdown(t:pd.DataFrame) -> str:
-    "Per model and split: `F1 (yes-rate)` under each readout, the precision, the question set and the greedy tokens."
-    cell = t.assign(cell=[f'{f:.4f} ({y:.3f})' for f, y in zip(t.f1, t.yes_rate)])
+    "Per model and split: `F1 (yes-rate)` under each readout (flagged where its ids do not transfer), the precision, the question set and the greedy tokens."
+    flag = t.transfer.fillna('') if 'transfer' in t.columns else pd.Series('', index=t.index)
+    cell = t.assign(cell=[f'{f:.4f} ({y:.3f})' + (f' [{v}]' if v not in ('', 'transfers') else '') for f, y, v in zip(t.f1, t.yes_rate, flag)])
     wide = cell.pivot(index=['model', 'split'], columns='readout', values='cell')
     wide = wide[[r for r in AUDIT_READOUTS if r in wide.columns]].rename(columns=READOUT_NAMES)
     info = t.groupby(['model', 'split'], sort=False)[['precision', 'questions', 'greedy_seen']].first()
@@ -213,7 +214,7 @@ def audit(out:str|os.PathLike, # output folder
     atomic_write(out/'transfer.csv', check.to_csv(index=False))
     md = audit_markdown(t)
     shared = t.groupby('split').questions.nunique().max() == 1
-    notes = ['Each cell: F1 (yes-rate). Unknown answers count as wrong.',
+    notes = ['Each cell: F1 (yes-rate); [excluded] or [unrelated]: the transferred ids do not reach this model\'s answer (transfer.csv names what they are there). Unknown answers count as wrong.',
              'Every row used the same question set.' if shared else 'WARNING: the rows did not all use the same question set (see the question set column).']
     atomic_write(out/'audit.md', '# Readout audit\n\n' + md + '\n\n' + '\n\n'.join(notes) + '\n\n## Transferred ids\n\n' +
                  '\n\n'.join(transfer_warnings(check) or ['Every transferred id set reaches an answer-position id of every model.']) +

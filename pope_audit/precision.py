@@ -19,9 +19,9 @@ from .report import md_table
 from .synthetic import synthetic_benchmark
 
 # %% auto #0
-__all__ = ['MODES', 'MARGIN_IDS', 'KEY', 'SUMMARY_READOUTS', 'GIB_7B', 'mode_support', 'flips', 'paired_f1', 'interval',
-           'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'precision_summary', 'precision_audit',
-           'precision_demo', 'modes_that_fit']
+__all__ = ['MODES', 'MARGIN_IDS', 'KEY', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'flips', 'paired_f1',
+           'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'precision_summary',
+           'precision_audit', 'precision_demo', 'modes_that_fit']
 
 # %% ../nbs/17_precision.ipynb #9f6ea97b
 MODES = {'fp32': dict(dtype='float32'), 'bf16': dict(dtype='bfloat16'), 'fp16': dict(dtype='float16'),
@@ -239,7 +239,9 @@ def precision_demo(out:str|os.PathLike='pope-precision-demo', # output folder
                            max_new_tokens=4, batch_size=batch_size)
 
 # %% ../nbs/17_precision.ipynb #8cc2fea7
-GIB_7B = {'fp32': 26.3, 'bf16': 13.2, 'fp16': 13.2, 'int8': 6.8, 'nf4': 3.76}   # LLaVA-1.5-7B weights (GiB): adapters.md §9; int8 and fp32 estimated
+P_7B, KEEP_7B = 7.06e9, 2 * 32064 * 4096   # LLaVA-1.5-7B parameters; embeddings + lm_head, which int8 leaves in fp16
+GIB_7B = {'fp32': 4 * P_7B / 2**30, 'bf16': 2 * P_7B / 2**30, 'fp16': 2 * P_7B / 2**30,
+          'int8': (P_7B - KEEP_7B + 2 * KEEP_7B) / 2**30, 'nf4': 3.76}   # weight GiB; nf4 as measured in adapters.md §9
 
 def modes_that_fit(gib:float, # GPU memory
                    weights:dict=GIB_7B, # weight memory per mode
