@@ -20,7 +20,7 @@ def test_shipped_model(family, questions, shared):
     assert weights_hash(load_file(d/'model.safetensors')) == json.loads((d/'training.json').read_text())['weights_sha256']
     t = readout_table(a, *questions)
     assert len(t) == 180 and (t.label == 'yes').mean() == 0.5
-    assert (t.derived == t.label).mean() > 0.7
+    assert (t.derived == t.label).mean() > 0.6      # a coin scores 0.6 or more with probability 0.005
     sc, qs = questions            # the table's logits are the family's own whole-prompt logits
     greedy = [first_logits(a, sc.images[int(im[len('heldout_'):-len('.png')])], q).argmax().item() for im, q in zip(qs.image[:3], qs.question[:3])]
     assert a.tokenizer.convert_ids_to_tokens(greedy) == t.greedy[:3].tolist()
