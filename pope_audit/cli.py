@@ -87,7 +87,7 @@ def write_results(doc:dict, # `score --json`'s document
     from pope_audit.report import int_counts
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime('%Y%m%dT%H%M%SZ')
-    conf = {k: v for k, v in vars(a).items() if k not in ('fn',)}
+    conf = {k: v for k, v in vars(a).items() if k not in ('fn', '_argv')}
     res = dict(schema='pope-audit/results/1', created=stamp, command=' '.join(sys.argv) or 'pope-audit', configuration=conf,
                versions=environment(), **doc)
     path = out/f'results_{stamp}.json'
@@ -147,9 +147,18 @@ def LOG_QUIET():
     return LOG['quiet']
 
 def cmd_run(a):
+    import os
     from pope_audit.inference import run
     cfg = run_config(a)
-    out = run(cfg.model, a.questions, a.images, a.out, config=cfg, labels=a.labels)
+    if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
+        from pope_audit.parallel import launch
+        from pope_audit.runconfig import RunFolder
+        RunFolder(a.out).lock().unlock()                          # a folder in use is refused here, with exit 2, before any worker starts
+        if code := launch(a._argv, cfg.processes): sys.exit(code)
+        out = Path(a.out)
+    else:
+        out = run(cfg.model, a.questions, a.images, a.out, config=cfg, labels=a.labels)
+        if os.environ.get('RANK', '0') != '0' or os.environ.get('POPE_AUDIT_LAUNCHED'): return   # a worker: rank 0 or the launcher reports
     man = json.loads((out/'manifest.json').read_text())
     if a.json: return man
     print(f"{man['records']} records in {out/'records.jsonl'}; score them with: pope-audit score {out}")
@@ -325,7 +334,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None):
     "Entry point of the `pope-audit` console script."
     p = parser()
-    a = p.parse_args(None if argv is None else [str(x) for x in argv])
+    argv = sys.argv[1:] if argv is None else [str(x) for x in argv]
+    a = p.parse_args(argv)
+    a._argv = argv
     if a.cmd is None: p.print_help(); return
     set_logging(a.quiet, a.verbose, a.log_file)
     try: res = a.fn(a)

@@ -15,6 +15,7 @@ from .readouts import Record, margin
 from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
 from .engine import Engine, reference_logits
+from .parallel import world, share, barrier, shard_plan, shard_path, record_files, merge_shards
 from .corrections import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
                                   image_hashes, images_identity, _now)
@@ -81,15 +82,16 @@ def _select(questions, images, cfg, labels):
     return questions, imgs
 
 def _check_records(folder:RunFolder, keys:set, ident:dict) -> set:
-    "Keys of the records already in the folder, each checked against this run's questions and readout set."
+    "Keys of the records already in the folder (its records and any shards), each checked against this run's questions and readout set."
     from pope_audit.scoring import read_records
-    repair_jsonl_tail(folder.records)
-    if not folder.records.exists(): return set()
     done = set()
-    for line, r in enumerate(read_records(folder.records), 1):
-        if r.key not in keys: raise InputError(f'record for {r.split}/{r.question_id!r} is not a question of this run', folder.records, line, 'question_id')
-        if r.derived != ident['readout_ids']['derived']: raise InputError('record made with another readout set', folder.records, line, 'derived')
-        done.add(r.key)
+    for f in record_files(folder.path):
+        repair_jsonl_tail(f)
+        for line, r in enumerate(read_records(f), 1):
+            if r.key not in keys: raise InputError(f'record for {r.split}/{r.question_id!r} is not a question of this run', f, line, 'question_id')
+            if r.derived != ident['readout_ids']['derived']: raise InputError('record made with another readout set', f, line, 'derived')
+            if r.key in done: raise InputError(f'record for {r.split}/{r.question_id!r} is in more than one record file', f, line, 'question_id')
+            done.add(r.key)
     return done
 
 # %% ../nbs/06_inference.ipynb #3cd33cc0
@@ -117,15 +119,43 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     cfg = config or from_settings(model.name if isinstance(model, Family) else str(model), **settings)
     corrections = make_corrections(cfg.corrections)
     questions, imgs = _select(questions, images, cfg, labels)
-    with RunFolder(out) as folder:
+    w = world()
+    family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
+        attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
+    if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
+    for c in corrections: c.check(family)
+    keys = [(s, norm_qid(q)) for s, q in zip(questions.split, questions.question_id)]
+    order = [keys[i] for _, _, rows in plan(questions) for ix in rows for i in ix]
+    folder, err = None, None
+    if w.main:
+        try: folder, manifest, done = _open(out, family, cfg, questions, imgs, keys, corrections, w)
+        except InputError as e: err = (e.msg, e.file, e.line, e.field)
+    err = share(err, w)
+    if err:
+        if folder: folder.unlock()
+        raise InputError(*err)
+    if w.main: share(done, w)
+    else: manifest, done = {}, share(None, w)
+    try: _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest, out, w)
+    finally:
+        barrier(w)
+        if w.main:
+            try:
+                if manifest.get('status') == 'answered':
+                    if any(Path(out).glob('records.rank*.jsonl')): merge_shards(out, order)
+                    manifest.update(finished=_now(), status='complete', records=len(questions))
+                    folder.write_manifest(manifest)
+            finally: folder.unlock()
+    return Path(out)
+
+def _open(out, family, cfg, questions, imgs, keys, corrections, w):
+    "Rank 0: lock the folder, check the identity against what it holds, write the manifest; return it and the keys done."
+    folder = RunFolder(out).lock()
+    try:
         old = folder.read_manifest()
-        family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
-            attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
-        if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
-        for c in corrections: c.check(family)
         hashes = image_hashes(imgs, questions.image.unique(), progress=cfg.progress)
         ident = run_identity(family, cfg, questions, hashes)
-        manifest = dict(schema='pope-audit/run/2', identity=ident, config=dataclasses.asdict(cfg), environment=environment(cfg),
+        manifest = dict(schema='pope-audit/run/2', identity=ident, config=dataclasses.asdict(cfg), environment={**environment(cfg), 'world_size': w.size},
                         images=hashes, started=_now(), finished=None, status='running', questions=len(questions),
                         prompt_example=family.prompt(questions.question.iloc[0]), probe=family.probe.to_dict())
         if old is not None:
@@ -140,26 +170,39 @@ def run(model:str|Family, # hub id, folder, or a loaded family
         if corrections:   # seconds spent, summed over every session of this run
             t_old = (old or {}).get('timing') or {}
             timing = manifest['timing'] = dict(baseline_s=t_old.get('baseline_s', 0.0), corrections={c.label: t_old.get('corrections', {}).get(c.label, 0.0) for c in corrections})
-        keys = [(s, norm_qid(q)) for s, q in zip(questions.split, questions.question_id)]
+        if cfg.processes > w.size: note(f'note: asked for {cfg.processes} processes, running in {w.size}')
         done = _check_records(folder, set(keys), ident)
         folder.write_manifest(manifest)
-        todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
-        left = len(set(keys) - done)
-        if done: note(f'resuming: {len(done & set(keys))} records kept, {left} to add')
-        engine = TapEngine(family) if corrections else Engine(family)
-        bar = progress(left, f'answering ({family.family})', 'q', disable=not cfg.progress)
-        with JsonlAppender(folder.records) as w:
-            for image, texts, rows in todo:
-                pic, t0 = imgs.load(image), time.perf_counter()
-                res = engine.answer(pic, texts, cfg.batch_size, cfg.max_new_tokens, cfg.topk, cfg.attention)
-                if corrections:
-                    timing['baseline_s'] += time.perf_counter() - t0
-                    for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, cfg.batch_size, timing['corrections'])): r['corrections'] = c
-                recs = [_record(family, questions.iloc[i], keys[i][1], text, r)
-                        for text, r, ix in zip(texts, res, rows) for i in ix if keys[i] not in done]
-                w.append(recs)
-                bar.update(len(recs))
-        bar.close()
-        manifest.update(finished=_now(), status='complete', records=len(questions))
-        folder.write_manifest(manifest)
-    return Path(out)
+        return folder, manifest, done
+    except BaseException:
+        folder.unlock(); raise
+
+def _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest, out, w):
+    "Answer every image with questions still missing — this process's shard of them — appending records as each image ends."
+    todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
+    dest = Path(out)/'records.jsonl'
+    if w.size > 1:
+        ranks = shard_plan([sum(len(ix) for ix in p[2]) for p in todo], w.size)
+        if w.main: manifest['shards'] = dict(world_size=w.size, plan={str(r): [p[0] for p, q in zip(todo, ranks) if q == r] for r in range(w.size)})
+        todo = [p for p, r in zip(todo, ranks) if r == w.rank]
+        dest = shard_path(out, w.rank)
+        repair_jsonl_tail(dest)
+    left = sum(1 for _, _, rows in todo for ix in rows for i in ix if keys[i] not in done)
+    if done and w.main: note(f'resuming: {len(done & set(keys))} records kept, {len(set(keys) - done)} to add')
+    timing = manifest.get('timing') or dict(baseline_s=0.0, corrections={c.label: 0.0 for c in corrections})   # other ranks: not kept
+    engine = TapEngine(family) if corrections else Engine(family)
+    bar = progress(left, f'answering ({family.family})' + (f', process {w.rank + 1} of {w.size}' if w.size > 1 else ''), 'q',
+                   disable=not cfg.progress or not w.main)
+    with JsonlAppender(dest) as wr:
+        for image, texts, rows in todo:
+            pic, t0 = imgs.load(image), time.perf_counter()
+            res = engine.answer(pic, texts, cfg.batch_size, cfg.max_new_tokens, cfg.topk, cfg.attention)
+            if corrections:
+                timing['baseline_s'] += time.perf_counter() - t0
+                for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, cfg.batch_size, timing['corrections'])): r['corrections'] = c
+            recs = [_record(family, questions.iloc[i], keys[i][1], text, r)
+                    for text, r, ix in zip(texts, res, rows) for i in ix if keys[i] not in done]
+            wr.append(recs)
+            bar.update(len(recs))
+    bar.close()
+    if w.main: manifest['status'] = 'answered'
