@@ -360,10 +360,6 @@ class TapEngine(Engine):
         if getattr(self, '_tap', None) is not None and enc is self._tap.get('enc'): self._tap['logits'].update(zip(rows, st.logits))
         return st
 
-def _plain(v):
-    v = v.item()
-    return bool(v) if isinstance(v, bool) else float(v)
-
 def correct_image(engine:TapEngine, # the engine that just answered this image
                   corrections:list[Correction], # what to run
                   key:str, # the image's name
@@ -379,9 +375,9 @@ def correct_image(engine:TapEngine, # the engine that just answered this image
     out = [{} for _ in questions]
     for c in corrections:
         t0 = time.perf_counter()
-        q = c.image(w)
+        q = {k: v.cpu().tolist() for k, v in c.image(w).items()}     # one transfer per quantity
         if timing is not None: timing[c.label] = timing.get(c.label, 0.0) + time.perf_counter() - t0
-        for i in range(len(questions)): out[i][c.label] = {k: _plain(v[i]) for k, v in q.items()}
+        for i in range(len(questions)): out[i][c.label] = {k: v[i] for k, v in q.items()}
     return out
 
 # %% ../nbs/15_corrections.ipynb #5a2d91b4
