@@ -20,8 +20,8 @@ from .synthetic import synthetic_benchmark
 
 # %% auto #0
 __all__ = ['MODES', 'MARGIN_IDS', 'KEY', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'flips', 'paired_f1',
-           'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'precision_summary',
-           'precision_audit', 'precision_demo', 'modes_that_fit']
+           'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'mode_settings',
+           'precision_summary', 'precision_audit', 'precision_demo', 'modes_that_fit']
 
 # %% ../nbs/17_precision.ipynb #9f6ea97b
 MODES = {'fp32': dict(dtype='float32'), 'bf16': dict(dtype='bfloat16'), 'fp16': dict(dtype='float16'),
@@ -148,17 +148,33 @@ def gap_table(runs:dict[str, list], # mode → records, the reference first
     return pd.DataFrame(rows)
 
 # %% ../nbs/17_precision.ipynb #03f11ecb
-def _mode_runs(model, questions, images, out, modes, device, quiet, settings):
+def mode_settings(mode:str, # one of `MODES`
+                  keep=(), # modules a quantised mode leaves unquantised, e.g. `model.visual` (besides `lm_head`)
+                  settings:dict|None=None, # the other run settings
+                 ) -> dict:
+    "The run settings of `mode`: its dtype or quantisation, and for `keep` a bitsandbytes config (plain JSON, so the run stays resumable)."
+    s = {**(settings or {}), **MODES[mode]}
+    if keep and 'quantization' in MODES[mode]:
+        q = (dict(load_in_8bit=True) if MODES[mode]['quantization'] == 'int8' else
+             dict(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype='float16', bnb_4bit_use_double_quant=True))
+        s['model_args'] = {**s.get('model_args', {}), 'quantization_config': {**q, 'llm_int8_skip_modules': [*keep, 'lm_head']}}
+    return s
+
+def _mode_runs(model, questions, images, out, modes, device, keep, quiet, settings):
     "Run each mode (refusing what cannot run), then the reference again; mode → run folder, and mode → reason refused."
     folders, refused = {}, {}
+    go = lambda m, name: run(model, questions, images, out/'runs'/name, device=device, progress=not quiet, **mode_settings(m, keep, settings))
     for m in modes:
         if (why := mode_support(m, device or ('cuda:0' if torch.cuda.is_available() else 'cpu'))): refused[m] = why; continue
-        try: folders[m] = run(model, questions, images, out/'runs'/m, device=device, progress=not quiet, **MODES[m], **settings)
+        try: folders[m] = go(m, m)
         except InputError: raise
-        except Exception as e: refused[m] = f'failed to load or run: {type(e).__name__}: {str(e).splitlines()[0][:200]}'
+        except Exception as e:
+            hint = (" (bitsandbytes' 4-bit CPU kernels need layer widths that are multiples of 64: leave the small modules "
+                    "unquantised with keep, e.g. model.visual)") if m == 'nf4' and not keep else ''
+            refused[m] = f'failed to load or run: {type(e).__name__}: {str(e).splitlines()[0][:200]}{hint}'
     if folders:
         ref = next(iter(folders))
-        folders[f'{ref}-repeat'] = run(model, questions, images, out/'runs'/f'{ref}-repeat', device=device, progress=not quiet, **MODES[ref], **settings)
+        folders[f'{ref}-repeat'] = go(ref, f'{ref}-repeat')
     return folders, refused
 
 # %% ../nbs/17_precision.ipynb #e50f257d
@@ -186,6 +202,7 @@ def precision_audit(out:str|os.PathLike, # output folder
                     questions=None, # question table or sources (as `run` takes them)
                     images=None, # image folder or source
                     device:str|None=None, # e.g. cpu, cuda:0 (default: cuda:0 when there is a GPU)
+                    keep=(), # modules the quantised modes leave unquantised (e.g. `model.visual`)
                     n_boot:int=1000, # bootstrap resamples per interval
                     seed:int=0, # bootstrap seed
                     quiet:bool=False, # print nothing
@@ -197,7 +214,7 @@ def precision_audit(out:str|os.PathLike, # output folder
     if bad := [m for m in modes if m not in MODES]: raise InputError(f'unknown precision {bad[0]!r} (one of {", ".join(MODES)})', field='precisions')
     if bad := set(settings) & {'dtype', 'quantization', 'load_in_4bit'}: raise InputError(f'{sorted(bad)[0]} is set by each precision mode', field=sorted(bad)[0])
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
-    folders, refused = _mode_runs(model, questions, images, out, sorted(modes, key=list(MODES).index), device, quiet, settings)
+    folders, refused = _mode_runs(model, questions, images, out, sorted(modes, key=list(MODES).index), device, keep, quiet, settings)
     for m, why in refused.items(): say(f'refused: {m}: {why}')
     if not folders: raise InputError('no precision could run here: ' + '; '.join(f'{m}: {w}' for m, w in refused.items()), field='precisions')
     runs = {m: read_records(f) for m, f in folders.items()}

@@ -62,3 +62,16 @@ def test_refused_modes_say_why(tiny, bench, tmp_path, monkeypatch, capsys):
     with pytest.raises(InputError, match='no precision could run here'):
         precision_audit(tmp_path/'none', tiny, ['int8'], qs, imgs, device='cpu', limit=2, quiet=True)
     with pytest.raises(InputError, match="unknown precision 'fp8'"): precision_audit(tmp_path, 'm', ['fp8'])
+
+
+def test_keep_leaves_small_modules_unquantised(tiny_dirs, bench, tmp_path):
+    "The tiny Qwen2-VL's 32-wide vision tower cannot be 4-bit on a CPU: refused with the reason, then run with keep."
+    qs, imgs = bench
+    kw = dict(questions=qs, images=imgs, device='cpu', n_boot=0, limit=2, max_new_tokens=2, quiet=True)
+    t = precision_audit(tmp_path/'plain', str(tiny_dirs['qwen2-vl']), ['fp32', 'nf4'], **kw)
+    assert set(t['mode']) == {'fp32', 'fp32-repeat'}
+    assert 'Refused: nf4: failed to load or run' in (tmp_path/'plain'/'precision.md').read_text()
+    t = precision_audit(tmp_path/'keep', str(tiny_dirs['qwen2-vl']), ['fp32', 'nf4'], keep=['model.visual'], **kw)
+    assert set(t['mode']) == {'fp32', 'nf4', 'fp32-repeat'}
+    q = json.loads((tmp_path/'keep'/'runs'/'nf4'/'manifest.json').read_text())['identity']['quantization']
+    assert q['method'] == 'bitsandbytes-4bit' and q['unquantised_linear_layers'] > 1
