@@ -31,7 +31,7 @@ READOUT_NAMES = {'two_token': 'LLaVA-1.5 two ids', 'eight_token': 'LLaVA-1.5 eig
 VERDICTS = {
     'transfers': 'each side holds an id this model starts its answer with',
     'excluded': 'the ids spell yes/no here but none on one side starts the answer: the readout compares tokens the model does not emit (candidate exclusion)',
-    'unrelated': 'the ids name other tokens in this vocabulary: expect a near-constant readout (F1 0.00 if it says no, the all-yes floor 0.6667 if it says yes)',
+    'unrelated': "the ids name other tokens in this vocabulary: the readout compares logits that say nothing about the answer (the paper's F1 0.00 case)",
     'inverted': 'an id spells the opposite answer in this vocabulary',
     'outside': 'an id lies outside this vocabulary: the readout cannot run',
 }
@@ -152,10 +152,12 @@ def audit_markdown(t:pd.DataFrame) -> str:
 
 # %% ../nbs/16_audit.ipynb #aca52d89
 def plot_audit(t:pd.DataFrame, path:str|os.PathLike|None=None):
-    "Heat map of F1: one row per model and split, one column per readout, each cell written out."
+    "Heat map of F1: one row per model and split, one column per readout, each cell written out (starred where the ids do not transfer)."
     import matplotlib; import matplotlib.pyplot as plt
     wide = t.pivot_table(index=['model', 'split'], columns='readout', values='f1', sort=False)
     wide = wide[[r for r in AUDIT_READOUTS if r in wide.columns]]
+    flag = t.transfer.fillna('') if 'transfer' in t.columns else pd.Series('', index=t.index)
+    bad = {(m, s, r) for m, s, r, v in zip(t.model, t.split, t.readout, flag) if v not in ('', 'transfers')}
     fig, ax = plt.subplots(figsize=(1.7 * wide.shape[1] + 3, 0.42 * len(wide) + 1.4))
     ax.imshow(wide.values, cmap='RdYlGn', vmin=0, vmax=1, aspect='auto')
     ax.set_xticks(range(wide.shape[1]), [READOUT_NAMES[r] for r in wide.columns])
@@ -163,8 +165,9 @@ def plot_audit(t:pd.DataFrame, path:str|os.PathLike|None=None):
     for i in range(wide.shape[0]):
         for j in range(wide.shape[1]):
             v = wide.values[i, j]
-            ax.text(j, i, '' if np.isnan(v) else f'{v:.3f}', ha='center', va='center', fontsize=9)
-    ax.set_title('F1 by model and readout (0.667: the all-yes floor)')
+            star = '*' if (*wide.index[i], wide.columns[j]) in bad else ''
+            ax.text(j, i, '' if np.isnan(v) else f'{v:.3f}{star}', ha='center', va='center', fontsize=9)
+    ax.set_title('F1 by model and readout (0.667: the all-yes floor' + ('; *: transferred ids that do not reach the answer)' if bad else ')'))
     fig.tight_layout()
     if path is not None: fig.savefig(path, dpi=120); plt.close(fig)
     return fig

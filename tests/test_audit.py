@@ -21,7 +21,7 @@ def test_transfer_predicted_from_config_and_processor(tiny_dirs):
     q = rows['qwen2-vl'].query('readout == "two_token"').set_index('id')
     assert q.loc[3582, 'verdict'] == 'not a yes/no token in this vocabulary' and q.loc[3582, 'text'] not in ('yes', 'Yes', ' yes', ' Yes')
     w = transfer_warnings(pd.concat(rows.values()))
-    assert any(l.startswith('warning: qwen2-vl: eight_token') and 'F1 0.00' in l for l in w)
+    assert any(l.startswith('warning: qwen2-vl: eight_token') and 'unrelated' in l for l in w)
     assert not any(l.startswith('warning: llava15: eight_token') for l in w)
 
 
