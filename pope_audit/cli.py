@@ -242,6 +242,12 @@ def _version():
         import pope_audit
         return pope_audit.__version__
 
+def _batch(v:str):
+    "A batch size: a whole number, or 'auto'."
+    if v == 'auto': return v
+    try: return int(v)
+    except ValueError: raise argparse.ArgumentTypeError(f"a whole number or 'auto', not {v!r}") from None
+
 def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
     from pope_audit.metrics import POLICIES
@@ -302,7 +308,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model-args', help='further from_pretrained arguments, key=value,key=value')
     s.add_argument('--device', help='cpu, cuda:0, … (default: cuda:0 when there is a GPU)')
     s.add_argument('--processes', type=int, help='data-parallel processes (default: 1)')
-    s.add_argument('--batch-size', type=int, help='questions per forward (default: 8)')
+    s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto': the largest that fits the device's free memory (default: auto on a GPU, 8 on a CPU)")
     s.add_argument('--limit', type=int, help='first N questions of each split (default: all)')
     s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (default: 16)')
     s.add_argument('--topk', type=int, help='top ids kept per record (default: 10)')

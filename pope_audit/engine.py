@@ -13,7 +13,7 @@ from .models import Family, Encoded
 
 # %% auto #0
 __all__ = ['Prefix', 'Step', 'AttentionScope', 'engine_attention', 'attention_scope', 'image_share', 'Engine',
-           'first_step_result', 'reference_logits']
+           'first_step_result', 'cache_bytes_per_token', 'auto_batch_size', 'free_memory', 'reference_logits']
 
 # %% ../nbs/05c_engine.ipynb #f70a65b3
 @dataclass
@@ -206,6 +206,41 @@ def _answer(self:Engine, image, questions:list[str], batch_size:int=8, max_new_t
     return results
 Engine.answer = _answer
 Engine.answer.__doc__ = "First-step results and greedy continuation for each question about one image."
+
+# %% ../nbs/05c_engine.ipynb #315d76a0
+def cache_bytes_per_token(config, # the language model's config (or a VLM config holding `text_config`)
+                          bytes_per_value:int=2, # 2 for fp16/bf16 caches
+                         ) -> int:
+    "KV-cache bytes one token costs: layers × 2 × KV heads × head size × bytes."
+    c = getattr(config, 'text_config', None) or config
+    heads = c.num_attention_heads
+    kv = getattr(c, 'num_key_value_heads', None) or heads
+    head = getattr(c, 'head_dim', None) or c.hidden_size // heads
+    return c.num_hidden_layers * 2 * kv * head * bytes_per_value
+
+def auto_batch_size(free_bytes:int, # memory free on the device
+                    per_question_bytes:int, # what one more batch element costs (its prefix copy and activations)
+                    reserve:float=0.2, # share of the free memory left for activations and the allocator
+                    most:int=64, # never more than this
+                   ) -> int:
+    "The largest batch whose prefix copies fit in the free memory, at least 1."
+    return int(max(1, min(most, (free_bytes * (1 - reserve)) // max(per_question_bytes, 1))))
+
+def free_memory(device) -> int:
+    "Bytes free on `device`: CUDA's own count on a GPU, the kernel's MemAvailable on a CPU."
+    if str(device).startswith('cuda'): return torch.cuda.mem_get_info(torch.device(device))[0]
+    for line in open('/proc/meminfo'):
+        if line.startswith('MemAvailable:'): return int(line.split()[1]) * 1024
+    return 8 << 30
+
+# %% ../nbs/05c_engine.ipynb #14ba4521
+def _batch_size_for(self:Engine, enc:Encoded, free_bytes:int|None=None) -> int:
+    "The batch size that fits the device's free memory (or `free_bytes`) for this image's prefix."
+    bpv = 4 if self.model.dtype == torch.float32 else 2
+    tokens = enc.shared if self.family.shares_prefix else max(map(len, enc.ids))
+    per_q = tokens * cache_bytes_per_token(self.model.config, bpv) + 4 * self.family.vocab_size
+    return auto_batch_size(free_memory(self.device) if free_bytes is None else free_bytes, per_q)
+Engine.batch_size_for = _batch_size_for
 
 # %% ../nbs/05c_engine.ipynb #5e9ca27e
 @torch.no_grad()

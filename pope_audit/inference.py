@@ -11,7 +11,7 @@ import torch
 from tqdm.auto import tqdm
 from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress
 from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_qid
-from .readouts import Record, margin
+from .readouts import Record
 from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
 from .engine import Engine, reference_logits
@@ -99,8 +99,7 @@ def _record(family, q, qid, text, r) -> dict:
     rec = Record(q.split, qid, q.image, q.question, q.label, source='run', prompt=family.prompt(text),
                  greedy_id=r['greedy_id'], greedy_token=token_text(family.tokenizer, r['greedy_id']),
                  logits=r['logits'], topk=r['topk'], logsumexp=r['logsumexp'], derived=family.probe.derived,
-                 surface=family.probe.surface, text=r['text'], attention=r.get('attention'))
-    rec.margin = margin(rec)
+                 surface=family.probe.surface, text=r['text'], attention=r.get('attention'), batch_size=r.get('batch_size'))
     d = rec.to_dict()
     if r.get('corrections') is not None: d['corrections'] = r['corrections']
     return d
@@ -124,6 +123,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
         attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
     if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
     for c in corrections: c.check(family)
+    if cfg.batch_size is None: cfg = dataclasses.replace(cfg, batch_size='auto' if str(family.device).startswith('cuda') else 8)
     keys = [(s, norm_qid(q)) for s, q in zip(questions.split, questions.question_id)]
     order = [keys[i] for _, _, rows in plan(questions) for ix in rows for i in ix]
     folder, err = None, None
@@ -177,6 +177,20 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
     except BaseException:
         folder.unlock(); raise
 
+def _answer_fitting(engine, pic, texts, bs, cfg, image, backoff):
+    "Answer one image at batch size `bs` (None: the size that fits), halving it after an out-of-memory error; return results and size."
+    if bs is None:
+        bs = engine.batch_size_for(engine.family.encode(pic, texts))
+        note(f'batch size {bs} fits the free memory')
+    while True:
+        try: return engine.answer(pic, texts, bs, cfg.max_new_tokens, cfg.topk, cfg.attention), bs
+        except torch.OutOfMemoryError:
+            if bs == 1: raise
+            if torch.cuda.is_available(): torch.cuda.empty_cache()
+            note(f'out of memory at batch size {bs} on {image}: answering it again at {bs // 2}')
+            backoff.append(dict(image=image, tried=bs, now=bs // 2))
+            bs //= 2
+
 def _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest, out, w):
     "Answer every image with questions still missing — this process's shard of them — appending records as each image ends."
     todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
@@ -193,13 +207,14 @@ def _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest,
     engine = TapEngine(family) if corrections else Engine(family)
     bar = progress(left, f'answering ({family.family})' + (f', process {w.rank + 1} of {w.size}' if w.size > 1 else ''), 'q',
                    disable=not cfg.progress or not w.main)
+    bs, backoff = (None if cfg.batch_size == 'auto' else cfg.batch_size), manifest.setdefault('batch_backoff', [])
     with JsonlAppender(dest) as wr:
         for image, texts, rows in todo:
             pic, t0 = imgs.load(image), time.perf_counter()
-            res = engine.answer(pic, texts, cfg.batch_size, cfg.max_new_tokens, cfg.topk, cfg.attention)
+            res, bs = _answer_fitting(engine, pic, texts, bs, cfg, image, backoff)
             if corrections:
                 timing['baseline_s'] += time.perf_counter() - t0
-                for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, cfg.batch_size, timing['corrections'])): r['corrections'] = c
+                for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, bs, timing['corrections'])): r['corrections'] = c
             recs = [_record(family, questions.iloc[i], keys[i][1], text, r)
                     for text, r, ix in zip(texts, res, rows) for i in ix if keys[i] not in done]
             wr.append(recs)

@@ -39,7 +39,13 @@ class Record:
     margin: float|None = None
     text: str|None = None
     attention: dict|None = None
+    batch_size: int|None = None
     schema: str = SCHEMA
+
+    def __post_init__(self):
+        if self.margin is None and self.logits is not None and self.derived:   # the decoder's margin: one rule, here
+            from pope_audit.readouts import margin
+            self.margin = margin(self)
 
     @property
     def key(self): return (self.split, self.question_id)
@@ -136,7 +142,7 @@ def exact_tie(rec:Record, ids:dict[str, list[int]]|None=None) -> bool:
     return y is not None and y == n
 
 def margin(rec:Record, ids:dict[str, list[int]]|None=None) -> float|None:
-    "Max yes-logit minus max no-logit over `ids` (default: the record's derived set)."
+    "Max yes-logit minus max no-logit over `ids` (default: the record's derived set, as the runner stores in `rec.margin`)."
     ids = ids or rec.derived
     if not ids: return None
     y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))

@@ -88,7 +88,7 @@ def flip_margins(records, a:str='derived', b:str='two_token', b_ids:dict|None=No
     from pope_audit.tokens import LLAVA_TWO
     b_ids = b_ids or LLAVA_TWO
     return pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records],
-                             margin=[margin(r) for r in records], margin_b=[margin(r, b_ids) for r in records],
+                             margin=[r.margin for r in records], margin_b=[margin(r, b_ids) for r in records],
                              flipped=[READOUTS[a](r) != READOUTS[b](r) for r in records]))
 
 def plot_flip_margins(fm:pd.DataFrame, ax=None, title:str=''):

@@ -35,7 +35,7 @@ class RunConfig:
     attention: bool = False          # record the answer position's attention on image tokens
     splits: list|None = None         # splits to run (default: all)
     limit: int|None = None           # first N questions of each split
-    batch_size: int = 8              # questions per forward
+    batch_size: int|str|None = None  # questions per forward, or 'auto' (fit the device); default: auto on a GPU, 8 on a CPU
     corrections: list = field(default_factory=list)     # corrections and their parameters
     device: str|None = None          # e.g. cpu, cuda:0 (default: cuda:0 when there is a GPU)
     processes: int = 1               # data-parallel processes
@@ -51,7 +51,8 @@ def _validate(self:RunConfig):
     "Refuse settings that cannot run, naming the setting."
     pos_int = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
     _check(isinstance(self.model, str) and self.model, 'a model (hub id or folder) is required', 'model')
-    for n in ('max_new_tokens', 'topk', 'batch_size', 'processes'): _check(pos_int(getattr(self, n)), f'must be a whole number of at least 1, got {getattr(self, n)!r}', n)
+    for n in ('max_new_tokens', 'topk', 'processes'): _check(pos_int(getattr(self, n)), f'must be a whole number of at least 1, got {getattr(self, n)!r}', n)
+    _check(self.batch_size in (None, 'auto') or pos_int(self.batch_size), f"must be a whole number of at least 1 or 'auto', got {self.batch_size!r}", 'batch_size')
     _check(self.limit is None or pos_int(self.limit), f'must be a whole number of at least 1 (leave it out for every question), got {self.limit!r}', 'limit')
     _check(self.dtype is None or self.dtype in DTYPES, f'unknown dtype {self.dtype!r} (one of {", ".join(DTYPES)})', 'dtype')
     _check(self.quantization is None or self.quantization in QUANTIZATIONS, f'unknown quantization {self.quantization!r} (one of {", ".join(QUANTIZATIONS)})', 'quantization')
