@@ -10,8 +10,8 @@ from .core import InputError, dumps_strict, note, set_logging
 
 # %% auto #0
 __all__ = ['RUN_FLAGS', 'parse_ids', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config',
-           'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo', 'cmd_ls', 'parser',
-           'main']
+           'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo', 'cmd_export', 'cmd_ls',
+           'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -55,7 +55,12 @@ def _pairs(spec:str|None) -> list[tuple[str, str]]|None:
     return pairs
 
 def _answers(a, path, names=None):
-    from pope_audit.scoring import load_answers
+    from pope_audit.scoring import load_answers, detect_kind
+    from pope_audit.stream import STREAM_BYTES, stream_answers
+    rec = Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
+    if (a.cmd == 'score' and not a.questions and not a.splits and rec.is_file() and rec.stat().st_size > STREAM_BYTES
+            and (a.kind or detect_kind(path)) == 'records'):
+        return stream_answers(path, names, a.ties)         # flat memory for large runs
     return load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
 
 def cmd_score(a):
@@ -213,6 +218,13 @@ def cmd_demo(a):
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')))
     print(demo_summary(a.out, time.time() - t0))
 
+def cmd_export(a):
+    "Export a run's records as Parquet."
+    from pope_audit.stream import export_parquet
+    path = export_parquet(a.run, a.out)
+    if a.json: return dict(parquet=str(path))
+    print(f'records: {path}')
+
 def cmd_ls(a):
     "List what can be chosen: readouts, template presets or model families."
     from pope_audit.readouts import READOUTS
@@ -332,6 +344,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--images', type=int, default=500, help='synthetic images (6 questions each per split)')
     s.add_argument('--seed', type=int, default=2026, help='seed of the synthetic benchmark')
     s.add_argument('--batch-size', type=int, default=16, help='questions per forward')
+
+    s = add('export', cmd_export, "export a run's records as Parquet (pandas, datasets and DuckDB read it)")
+    s.add_argument('run', help='a run folder or records.jsonl')
+    s.add_argument('--parquet', action='store_true', help='Parquet (the one format there is; the flag keeps the command explicit)')
+    s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records)')
 
     s = add('ls', cmd_ls, 'list readouts, template presets or model families')
     s.add_argument('what', choices=['readouts', 'templates', 'families'], help='what to list')

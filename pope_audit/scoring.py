@@ -507,7 +507,7 @@ def score_summary(ans:Answers, # what `load_answers` read
     "Everything `score` reports: fingerprint, pairing checks, coverage, scores, F1 intervals, paired tests, exact ties."
     readouts.check_tie(tie)
     ties = None
-    if ans.preds is not None: preds = ans.preds
+    if ans.preds is not None: preds, ties = ans.preds, ans.preds.attrs.get('ties')   # a streamed run brings its tie counts
     else:
         names = check_readouts(ans.records, names, f'this {ans.kind} file')
         preds = predictions(ans.records, names, tie)
