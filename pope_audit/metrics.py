@@ -9,8 +9,8 @@ import pandas as pd
 from .core import InputError
 
 # %% auto #0
-__all__ = ['POLICIES', 'PAPER', 'METRIC_COLS', 'confusion', 'scores', 'paper_confusion', 'score_table', 'counted_yes',
-           'bootstrap_ci', 'mcnemar_test', 'running_f1']
+__all__ = ['POLICIES', 'METRIC_COLS', 'confusion', 'scores', 'paper_confusion', 'score_table', 'counted_yes', 'bootstrap_ci',
+           'mcnemar_test', 'running_f1']
 
 # %% ../nbs/04_metrics.ipynb #35f61c04
 POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval')
@@ -41,13 +41,7 @@ def scores(c:dict, unknown:str='wrong') -> dict:
                 yes_rate=_div(n_yes, n), unknown_rate=_div(up + un, n_all), tp=tp, fp=fp, tn=tn, fn=fn)
 
 # %% ../nbs/04_metrics.ipynb #2187e55b
-PAPER = {  # LLaVA-1.5-7B, 4-bit NF4, greedy, template 'USER: <image>\n{question}\nASSISTANT:' (paper-summary.md)
-    'eight_token': {'adversarial': dict(tp=1174, tn=1318, fp=182, fn=326, precision=0.8658, recall=0.7827, f1=0.8221, yes_rate=0.452),
-                    'popular': dict(tp=1191, tn=1388, fp=112, fn=309, precision=0.9140, recall=0.7940, f1=0.8498, yes_rate=0.434),
-                    'random': dict(tp=1191, tn=1457, fp=43, fn=309, precision=0.9652, recall=0.7940, f1=0.8713, yes_rate=0.411)},
-    'two_token': {'adversarial': dict(f1=0.7608, yes_rate=0.760, recall=0.9587, precision=0.6307),
-                  'popular': dict(f1=0.7961), 'random': dict(f1=0.8397)},
-}
+from .paper import PAPER   # the paper's published figures have one home (00a_paper)
 
 def paper_confusion(split:str) -> dict:
     "The paper's eight-token confusion matrix for `split`."

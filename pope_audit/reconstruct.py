@@ -6,11 +6,12 @@
 from __future__ import annotations
 import numpy as np
 import pandas as pd
-from .metrics import scores, confusion, counted_yes, PAPER, paper_confusion
+from .metrics import scores, confusion, counted_yes, paper_confusion
+from .paper import PAPER, PUBLISHED_RHO_N
 
 # %% auto #0
-__all__ = ['RATES', 'PUBLISHED_RHO_N', 'apply_flips', 'published_flips', 'paper_reconstruction', 'estimate_flips',
-           'check_identity', 'reconstruct_preds', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
+__all__ = ['RATES', 'apply_flips', 'published_flips', 'paper_reconstruction', 'estimate_flips', 'check_identity',
+           'reconstruct_preds', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
 
 # %% ../nbs/10_reconstruct.ipynb #ad864e06
 RATES = ('rho_N', 'phi', 'rho_P', 'psi')
@@ -22,8 +23,6 @@ def apply_flips(c:dict, r:dict) -> dict:
     return dict(tp=tp * (1 - rP) + ph * fn, fn=fn * (1 - ph) + rP * tp, fp=fp * (1 - ps) + rN * tn, tn=tn * (1 - rN) + ps * fp, up=0, un=0)
 
 # %% ../nbs/10_reconstruct.ipynb #eabf4f8f
-PUBLISHED_RHO_N = {'adversarial': 0.501, 'popular': 0.409, 'random': 0.307}
-
 def published_flips(split:str, phi_printed:float=0.81) -> pd.DataFrame:
     "Integer (TN→FP, FN→TP) flip counts consistent with the paper's printed ρ_N, φ ≈ 0.81 and two-token F1."
     c, f1 = paper_confusion(split), PAPER['two_token'][split]['f1']

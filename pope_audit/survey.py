@@ -4,18 +4,18 @@
 
 # %% ../nbs/11_survey.ipynb #5551b5b4
 from __future__ import annotations
-import re
+import importlib.resources, re
 from pathlib import Path
 import numpy as np
 import pandas as pd
+from .paper import READOUT_GAP, BASELINE_SPREAD, PAPER_BASELINE
 
 # %% auto #0
-__all__ = ['SURVEY', 'READOUT_GAP', 'BASELINE_SPREAD', 'PAPER_BASELINE', 'DECODING_COLORS', 'load_survey', 'decoding_group',
-           'entries', 'paper_table', 'plot_gains', 'baselines_by_decoding', 'plot_baselines']
+__all__ = ['SURVEY', 'DECODING_COLORS', 'load_survey', 'decoding_group', 'entries', 'paper_table', 'plot_gains',
+           'baselines_by_decoding', 'plot_baselines']
 
 # %% ../nbs/11_survey.ipynb #8e4c9d31
-SURVEY = Path(__file__).parent/'assets'/'llava15_pope_survey.csv' if '__file__' in globals() else Path('../pope_audit/assets/llava15_pope_survey.csv')
-READOUT_GAP, BASELINE_SPREAD, PAPER_BASELINE = 6.13, 8.53, 82.21
+SURVEY = importlib.resources.files('pope_audit')/'assets'/'llava15_pope_survey.csv'    # the package data, wherever it is installed
 
 def load_survey(path=None) -> pd.DataFrame:
     "The survey as shipped: one row per paper, every column a string as in the CSV (row_id an int)."
