@@ -1,6 +1,7 @@
 """Render README.md from nbs/index.ipynb (nbdev's own `nbdev_readme` needs Quarto, which CI cannot install).
 
-Markdown cells are copied; code cells are shown as Python blocks with their outputs, except cells marked `#| hide`;
+Markdown cells are copied; code cells are shown as Python blocks (`%%bash` cells as shell blocks) with their outputs, except
+cells marked `#| hide`;
 directive lines (`#| ...`) are dropped. `--check` exits 1 if README.md differs from the rendering;
 `--test-command` prints the README's test command (the second line of its first code block), which `.ci/run` runs.
 """
@@ -22,12 +23,15 @@ def render(nb_path=root/'nbs'/'index.ipynb') -> str:
         directives = [l for l in lines if l.startswith('#|')]
         if any(re.match(r'#\|\s*hide', d) for d in directives): continue
         code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
-        out.append(f'```python\n{code}\n```')
-        texts = []
+        if code.startswith('%%bash'): out.append('```sh\n' + code.split('\n', 1)[1].strip() + '\n```')   # a shell cell: paste as it is
+        else: out.append(f'```python\n{code}\n```')
+        text = ''
         for o in c.get('outputs', []):
             t = o.get('text') or o.get('data', {}).get('text/plain')
-            if t: texts.append(ANSI.sub('', ''.join(t)).rstrip())
-        if texts: out.append('```\n' + '\n'.join(texts) + '\n```')
+            if not t: continue
+            t = ANSI.sub('', ''.join(t))
+            text += t if o.get('output_type') == 'stream' else (text and '\n') + t.rstrip() + '\n'   # stream chunks join as written
+        if text.strip(): out.append('```\n' + text.rstrip() + '\n```')
     return '\n\n'.join(out) + '\n'
 
 
