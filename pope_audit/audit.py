@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .core import InputError, atomic_write
-from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids, token_text
+from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids
 from .readouts import READOUTS
 from .scoring import read_records, predictions, score_predictions
 from .models import family_for, _model_config, _processor
@@ -42,9 +42,7 @@ def transfer_verdict(check:pd.DataFrame) -> str:
     if v.eq('outside this vocabulary').any(): return 'outside'
     if v.str.startswith('spells').any(): return 'inverted'
     if all((check[check.label == k].verdict == 'answer position').any() for k in check.label.unique()): return 'transfers'
-    if v.isin(['answer position']).any() or v.str.startswith('excluded').any():
-        if not v.eq('not a yes/no token in this vocabulary').all(): return 'excluded'
-    return 'unrelated'
+    return 'excluded' if (v.eq('answer position') | v.str.startswith('excluded')).any() else 'unrelated'
 
 # %% ../nbs/16_audit.ipynb #09b705c7
 def model_probe(src:str, # hub id or local folder
@@ -153,7 +151,7 @@ def audit_markdown(t:pd.DataFrame) -> str:
 # %% ../nbs/16_audit.ipynb #aca52d89
 def plot_audit(t:pd.DataFrame, path:str|os.PathLike|None=None):
     "Heat map of F1: one row per model and split, one column per readout, each cell written out (starred where the ids do not transfer)."
-    import matplotlib; import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt
     wide = t.pivot_table(index=['model', 'split'], columns='readout', values='f1', sort=False)
     wide = wide[[r for r in AUDIT_READOUTS if r in wide.columns]]
     flag = t.transfer.fillna('') if 'transfer' in t.columns else pd.Series('', index=t.index)
@@ -178,7 +176,7 @@ def _names(models) -> dict[str, str]:
     if isinstance(models, dict): return dict(models)
     out = {}
     for m in models:
-        n, _, p = str(m).rpartition('=') if '=' in str(m) else ('', '', str(m))
+        n, _, p = str(m).partition('=') if '=' in str(m) else ('', '', str(m))
         n = n or Path(p).name
         base, k = n, 2
         while n in out: n, k = f'{base}-{k}', k + 1

@@ -19,7 +19,7 @@ from .report import md_table
 from .synthetic import synthetic_benchmark
 
 # %% auto #0
-__all__ = ['MODES', 'MARGIN_IDS', 'KEY', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'flips', 'paired_f1',
+__all__ = ['MODES', 'MARGIN_IDS', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'flips', 'paired_f1',
            'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'mode_settings',
            'precision_summary', 'precision_audit', 'precision_demo', 'modes_that_fit']
 
@@ -69,23 +69,24 @@ def interval(samples, alpha:float=0.05) -> tuple[float, float]:
 # %% ../nbs/17_precision.ipynb #9685e742
 MARGIN_IDS = {'two_token': lambda r: LLAVA_TWO, 'eight_token': lambda r: LLAVA_EIGHT, 'derived': lambda r: r.derived}
 
+def _margin(r, ids) -> float:
+    m = margin(r, ids) if r.logits else None
+    return np.nan if m is None else m
+
 def margins(records) -> pd.DataFrame:
     "One row per record: split, question_id and the margin of each logit readout (NaN where its logits are missing)."
-    rows = [dict(split=r.split, question_id=r.question_id,
-                 **{n: (lambda m: np.nan if m is None else m)(margin(r, f(r)) if r.logits else None) for n, f in MARGIN_IDS.items()})
-            for r in records]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([dict(split=r.split, question_id=r.question_id, **{n: _margin(r, f(r)) for n, f in MARGIN_IDS.items()}) for r in records])
 
 # %% ../nbs/17_precision.ipynb #2dfe76e4
-KEY = ['split', 'question_id']
+_KEY = ['split', 'question_id']
 
 def _aligned(ref_recs, recs, names):
     "Predictions and margins of two runs, joined by question (both must answer the same questions)."
     a, b = predictions(ref_recs, names), predictions(recs, names)
     if len(a) != len(b) or set(zip(a.split, a.question_id)) != set(zip(b.split, b.question_id)):
         raise InputError('the runs being compared did not answer the same questions')
-    b = b.set_index(KEY).loc[list(zip(a.split, a.question_id))].reset_index()
-    ma, mb = margins(ref_recs), margins(recs).set_index(KEY).loc[list(zip(a.split, a.question_id))].reset_index()
+    b = b.set_index(_KEY).loc[list(zip(a.split, a.question_id))].reset_index()
+    ma, mb = margins(ref_recs), margins(recs).set_index(_KEY).loc[list(zip(a.split, a.question_id))].reset_index()
     return a, b, ma, mb
 
 def compare_runs(runs:dict[str, list], # mode → records, the reference first
@@ -122,7 +123,7 @@ def largest_margin_changes(runs:dict[str, list], # mode → records, the referen
     out = []
     for mode, recs in list(runs.items())[1:]:
         a, b, ma, mb = _aligned(runs[ref], recs, [readout])
-        d = a[KEY].assign(margin_ref=ma[readout], margin=mb[readout], change=mb[readout] - ma[readout],
+        d = a[_KEY].assign(margin_ref=ma[readout], margin=mb[readout], change=mb[readout] - ma[readout],
                           decision_ref=a[readout], decision=b[readout])
         out.append(d.assign(mode=mode).reindex(d.change.abs().sort_values(ascending=False).index[:most]))
     cols = ['mode', 'split', 'question_id', 'margin_ref', 'margin', 'change', 'decision_ref', 'decision']
