@@ -21,8 +21,9 @@ GPU_COMMAND = ('pope-audit run --model llava-hf/llava-1.5-7b-hf --load-in-4bit -
                'pope-audit report runs/llava15-7b-nf4')
 
 DEMO_NOTE = ('These numbers come from a tiny synthetic model: the LLaVA-1.5 architecture at toy size (a 2-layer, 128-wide '
-             'vision tower and Llama, 16 image tokens) with the real LLaMA tokenizer and the LLaVA-1.5 template, trained on '
-             'rendered scenes of ten shapes, and evaluated on a synthetic POPE built from their annotations. They show the '
+             'vision tower, a 4-layer, 128-wide Llama, 16 image tokens) with the real LLaMA tokenizer and the LLaVA-1.5 template, '
+             'trained on rendered scenes of ten shapes and on a little text in which every yes/no spelling occurs, and evaluated on a '
+             'synthetic POPE built from their annotations. They show the '
              'mechanism the paper describes, not anything about LLaVA. To run the same audit on LLaVA-1.5-7B on an 8 GB '
              'GPU, with the POPE question files (POPE repository, output/coco) and the COCO val2014 images: ' + GPU_COMMAND)
 

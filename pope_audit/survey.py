@@ -76,22 +76,27 @@ def paper_table(E:pd.DataFrame|None=None) -> pd.DataFrame:
 DECODING_COLORS = {'greedy': '#1f77b4', 'sampling': '#ff7f0e', 'beam': '#2ca02c', 'unclear': '#7f7f7f'}
 
 def plot_gains(E:pd.DataFrame|None=None, ax=None):
-    "Horizontal bars of adversarial F1 gains, with the readout gap and baseline spread marked."
-    import matplotlib.pyplot as plt
+    "Horizontal bars of adversarial F1 gains (value on each), with the readout gap and the baseline spread marked above."
+    import matplotlib.pyplot as plt, textwrap
+    from matplotlib.patches import Patch
     E = entries() if E is None else E
     d = E.dropna(subset=['gain']).sort_values('gain').reset_index(drop=True)
-    ax = ax or plt.subplots(figsize=(7, 0.28 * len(d) + 1.2))[1]
+    ax = ax or plt.subplots(figsize=(8, 0.42 * len(d) + 1.6))[1]
     for i, r in d.iterrows():
         c = DECODING_COLORS[r.decoding]
         ax.barh(i, r.gain, color=c if r.verified else 'none', edgecolor=c, hatch=None if r.verified else '///')
-    ax.set_yticks(range(len(d)), [f'{m} ({dec})' for m, dec in zip(d.method.str[:28], d.decoding)], fontsize=7)
-    ax.axvline(READOUT_GAP, ls='--', c='k', lw=1); ax.axvline(BASELINE_SPREAD, ls=':', c='k', lw=1)
-    ax.text(READOUT_GAP, len(d) - 0.5, ' readout gap 6.13', fontsize=7, va='top')
-    ax.text(BASELINE_SPREAD, len(d) - 2, ' baseline spread 8.53', fontsize=7, va='top')
-    from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in DECODING_COLORS.items()] + [Patch(facecolor='none', edgecolor='k', hatch='///', label='unverified')],
+        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=7)
+    ax.set_yticks(range(len(d)), [textwrap.fill(f'{m} ({dec})', 34) for m, dec in zip(d.method, d.decoding)], fontsize=7)
+    top = ax.get_xaxis_transform()
+    for x, ls, label in [(READOUT_GAP, '--', f'readout gap {READOUT_GAP}'), (BASELINE_SPREAD, ':', f'baseline spread {BASELINE_SPREAD}')]:
+        ax.axvline(x, ls=ls, c='k', lw=1)
+        ax.text(x, 1.01, label, transform=top, fontsize=7, ha='center', va='bottom')
+    present = [k for k in DECODING_COLORS if k in set(d.decoding)]
+    ax.legend(handles=[Patch(color=DECODING_COLORS[k], label=k) for k in present] + [Patch(facecolor='none', edgecolor='k', hatch='///', label='unverified')],
               fontsize=7, loc='lower right')
-    ax.set(xlabel='gain in adversarial F1 (points)', title='Published LLaVA-1.5-7B POPE gains vs the readout gap')
+    ax.set_xlim(min(0, d.gain.min()) - 0.5, max(d.gain.max(), BASELINE_SPREAD) + 1.5)
+    ax.set_xlabel('gain in adversarial F1 (points)')
+    ax.set_title('Published LLaVA-1.5-7B POPE gains vs the readout gap', pad=16)
     return ax
 
 # %% ../nbs/11_survey.ipynb #abac56e9

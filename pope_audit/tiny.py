@@ -41,6 +41,7 @@ def qwen2vl_tokenizer():
     from transformers import AutoTokenizer
     dest = cache_dir()/'tokenizers'/'qwen2-vl-names'
     if not dest.is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)      # a fresh cache has no tokenizers/ folder yet
         tmp = Path(tempfile.mkdtemp(dir=dest.parent))
         shared_tokenizer('qwen2').save_pretrained(str(tmp))
         tj = json.loads((tmp/'tokenizer.json').read_text())
