@@ -6,7 +6,7 @@
 __all__ = ['PAPER', 'PUBLISHED_RHO_N', 'BASELINE_RANGE', 'READOUT_GAP', 'PAPER_BASELINE', 'BASELINE_SPREAD']
 
 # %% ../nbs/00a_paper.ipynb #b30cc92b
-PAPER = {  # LLaVA-1.5-7B, 4-bit NF4, greedy, template 'USER: <image>\n{question}\nASSISTANT:' (paper-summary.md)
+PAPER = {  # LLaVA-1.5-7B, 4-bit NF4, greedy, template 'USER: <image>\n{question}\nASSISTANT:' (the paper's tables)
     'eight_token': {'adversarial': dict(tp=1174, tn=1318, fp=182, fn=326, precision=0.8658, recall=0.7827, f1=0.8221, yes_rate=0.452),
                     'popular': dict(tp=1191, tn=1388, fp=112, fn=309, precision=0.9140, recall=0.7940, f1=0.8498, yes_rate=0.434),
                     'random': dict(tp=1191, tn=1457, fp=43, fn=309, precision=0.9652, recall=0.7940, f1=0.8713, yes_rate=0.411)},
