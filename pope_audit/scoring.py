@@ -18,10 +18,10 @@ from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, score
 
 # %% auto #0
 __all__ = ['KINDS', 'TABLE_SUFFIXES', 'DECISIONS', 'NEEDS', 'read_table', 'detect_kind', 'JoinCheck', 'answer_text',
-           'read_llava_answers', 'read_lmms_log', 'read_vlmeval_table', 'read_records', 'read_predictions', 'Answers',
-           'load_answers', 'check_readouts', 'predictions', 'score_predictions', 'score_records', 'readout_columns',
-           'compare_readouts', 'tie_summary', 'write_lmms_log', 'write_vlmeval_table', 'coverage', 'records_questions',
-           'score_summary', 'summary_text', 'summary_json']
+           'read_llava_answers', 'read_lmms_log', 'read_vlmeval_table', 'parse_record', 'read_records',
+           'read_predictions', 'Answers', 'load_answers', 'check_readouts', 'predictions', 'score_predictions',
+           'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
+           'write_vlmeval_table', 'coverage', 'records_questions', 'score_summary', 'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions')
@@ -252,6 +252,21 @@ def _check_ids(rec:Record, path, line):
     if rec.greedy_id is not None and not _is_id(rec.greedy_id):
         raise InputError(f'greedy_id must be a token id, got {rec.greedy_id!r}', path, line, 'greedy_id')
 
+def parse_record(raw:bytes, # one line of a records file, without its newline
+                 path, # the file, for errors
+                 i:int, # the line number, for errors
+                ) -> Record|None:
+    "The checked record on one line (`None` for a blank line): JSON object, record schema, answer text, id sets."
+    line = decode_line(raw, path, i)
+    if not line.strip(): return None
+    try: o = json.loads(line)
+    except json.JSONDecodeError as e: raise InputError(f'malformed JSON ({e.msg})', path, i) from None
+    if not isinstance(o, dict): raise InputError('expected a JSON object', path, i)
+    rec = Record.from_dict(o, path, i)
+    if rec.text is not None: answer_text(rec.text, path, i)
+    _check_ids(rec, path, i)
+    return rec
+
 def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
                  questions:pd.DataFrame|None=None, # a question table to join to and check against
                  splits=None, # keep only these splits (default: all)
@@ -269,14 +284,8 @@ def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
     if qs is not None and check is None: check = JoinCheck(questions, path)
     out, seen = [], {}
     for i, b in enumerate(raw.split(b'\n')[:-1] if raw else [], 1):
-        line = decode_line(b, path, i)
-        if not line.strip(): continue
-        try: o = json.loads(line)
-        except json.JSONDecodeError as e: raise InputError(f'malformed JSON ({e.msg})', path, i) from None
-        if not isinstance(o, dict): raise InputError('expected a JSON object', path, i)
-        rec = Record.from_dict(o, path, i)
-        if rec.text is not None: answer_text(rec.text, path, i)
-        _check_ids(rec, path, i)
+        rec = parse_record(b, path, i)
+        if rec is None: continue
         if rec.key in seen: raise InputError(f'duplicate record for {rec.split}/{rec.question_id!r} (first on line {seen[rec.key]})', path, i, 'question_id')
         seen[rec.key] = i
         if splits and rec.split not in splits: continue

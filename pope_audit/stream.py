@@ -46,20 +46,14 @@ LABELS = np.array(['no', 'yes', 'unknown'], dtype=object)
 
 def _decide(job) -> dict:
     "Decisions of every readout for the records in one byte range (runs in a worker)."
-    from pope_audit.scoring import _check_ids, answer_text
+    from pope_audit.scoring import parse_record
     path, start, end, line0, names, tie = job
     cols = {k: [] for k in ('split', 'question_id', 'label', 'line', 'tie')} | {n: [] for n in names} | {f'moved:{n}': [] for n in names if READOUTS[n].tie_sensitive}
     with open(path, 'rb') as f:
         f.seek(start)
         for i, raw in enumerate(f.read(end - start).split(b'\n')[:-1], line0):
-            line = decode_line(raw, path, i)
-            if not line.strip(): continue
-            try: o = json.loads(line)
-            except json.JSONDecodeError as e: raise InputError(f'malformed JSON ({e.msg})', path, i) from None
-            if not isinstance(o, dict): raise InputError('expected a JSON object', path, i)
-            r = Record.from_dict(o, path, i)
-            if r.text is not None: answer_text(r.text, path, i)
-            _check_ids(r, path, i)
+            r = parse_record(raw, path, i)
+            if r is None: continue
             for k, v in (('split', r.split), ('question_id', r.question_id), ('label', r.label), ('line', i), ('tie', r.logits is not None and exact_tie(r))): cols[k].append(v)
             for n in names:
                 ro = READOUTS[n]
