@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import InputError, atomic_write
+from .core import InputError, atomic_write, note
 from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids
 from .readouts import READOUTS
 from .scoring import read_records, predictions, score_predictions
@@ -198,14 +198,14 @@ def audit(out:str|os.PathLike, # output folder
     models, runs = _names(models), _names(runs)
     if not models and not runs: raise InputError('nothing to audit: give models to run or run folders to read', field='models')
     if clash := set(models) & set(runs): raise InputError(f'the same name for a model and a run folder: {", ".join(sorted(clash))}', field='models')
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
+    warn = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
     checks = [transfer_check(*model_probe(m, settings.get('template'), settings.get('revision')), n) for n, m in models.items()]
     checks += [transfer_check(*manifest_probe(_manifest(Path(r))), n) for n, r in runs.items()]
     check = pd.concat(checks, ignore_index=True)
-    for w in transfer_warnings(check): say(w)
+    for w in transfer_warnings(check): warn(w)
     folders = {}
     for n, m in models.items():
-        say(f'running {n} ({m})')
+        if not quiet: note(f'running {n} ({m})')
         folders[n] = run(m, questions, images, out/'runs'/n, labels=labels, progress=not quiet, **settings)
     t = audit_table({**folders, **{n: Path(r) for n, r in runs.items()}}, unknown)
     t = t.merge(check.groupby(['model', 'readout']).set_verdict.first().rename('transfer').reset_index(), how='left', on=['model', 'readout'])
