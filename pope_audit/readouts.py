@@ -43,7 +43,8 @@ class Record:
     schema: str = SCHEMA
 
     def __post_init__(self):
-        if self.margin is None and self.logits is not None and self.derived:   # the decoder's margin: one rule, here
+        ok = isinstance(self.derived, dict) and all(isinstance(self.derived.get(k), list) for k in ('yes', 'no'))
+        if self.margin is None and isinstance(self.logits, dict) and ok:   # the decoder's margin: one rule, here (bad id sets are refused later, by name)
             from pope_audit.readouts import margin
             self.margin = margin(self)
 
