@@ -21,6 +21,10 @@ def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
     from transformers import AutoTokenizer
     src = str(src)
     if gguf_file is None and src.endswith('.gguf'): src, gguf_file = str(Path(src).parent), Path(src).name
+    if gguf_file is None and Path(src).is_dir() and not any((Path(src)/n).exists() for n in ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')):
+        ggufs = sorted(p.name for p in Path(src).glob('*.gguf'))     # a folder of GGUF vocabularies, as llama.cpp ships them
+        if len(ggufs) == 1: gguf_file = ggufs[0]
+        elif ggufs: raise InputError(f'this folder holds {len(ggufs)} GGUF files ({", ".join(ggufs)}): name one with --gguf-file', src, field='tokenizer')
     try:
         if gguf_file is None: return AutoTokenizer.from_pretrained(src)
         path = Path(src)/gguf_file
