@@ -57,7 +57,8 @@ def render(blocks:list, kind:str) -> str:
     if kind == 'md': return '\n\n'.join(out) + '\n'
     css = ('body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;overflow-wrap:anywhere}'
            'div.tw{overflow-x:auto;max-width:100%}table.t{border-collapse:collapse;font-size:13px;margin:1em 0}'
-           'table.t td,table.t th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}'
+           'table.t td,table.t th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}'
+           'table.t th{white-space:nowrap}table.t td{max-width:44em}'
            'p.lead{font-size:1.1em;background:#f3f7ff;border-left:4px solid #3b6fd6;padding:.6em .9em}'
            'pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:12px}img{max-width:100%}figcaption{font-size:12px;color:#555}')
     return f'<!doctype html><html><head><meta charset="utf-8"><title>pope-audit report</title><style>{css}</style></head><body>\n' + '\n'.join(out) + '\n</body></html>\n'
