@@ -11,7 +11,7 @@ from .core import InputError, dumps_strict, note, set_logging
 # %% auto #0
 __all__ = ['RUN_FLAGS', 'parse_ids', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config',
            'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo', 'cmd_export', 'cmd_ls',
-           'parser', 'main']
+           'cmd_audit', 'cmd_precision', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -239,6 +239,32 @@ def cmd_ls(a):
     w = max(len(n) for n, _ in rows)
     print('\n'.join(f'{n:<{w}}  {d}' for n, d in rows))
 
+# %% ../nbs/90_cli.ipynb #89760e18
+def _shared_settings(a) -> dict:
+    "The run settings given on the command line for `audit` and `precision` (unset ones keep `run`'s defaults)."
+    s = dict(template=a.template, batch_size=a.batch_size, limit=a.limit, splits=a.splits, max_new_tokens=a.max_new_tokens, labels=a.labels)
+    return {k: v for k, v in s.items() if v is not None}
+
+def cmd_audit(a):
+    from pope_audit.audit import audit, audit_demo
+    if a.demo: t = audit_demo(a.out or 'pope-audit-demo', **({'n_images': a.demo_images} if a.demo_images else {}), quiet=a.json or a.quiet)
+    else:
+        if a.out is None: raise InputError('an output folder is required (--out DIR)', field='out')
+        s = _shared_settings(a)
+        if a.load_in_4bit: s['quantization'] = 'nf4'
+        if a.dtype: s['dtype'] = a.dtype
+        t = audit(a.out, a.models or (), a.runs, a.questions, a.images, quiet=a.json or a.quiet, **s)
+    if a.json: return t.to_dict('records')
+
+def cmd_precision(a):
+    from pope_audit.precision import precision_audit, precision_demo
+    if a.demo: t = precision_demo(a.out or 'pope-precision-demo', a.precisions, **({'n_images': a.demo_images} if a.demo_images else {}),
+                                  device=a.device, n_boot=a.boot, quiet=a.json or a.quiet)
+    else:
+        if a.model is None or a.out is None: raise InputError('give --model and --out (or --demo)', field='model')
+        t = precision_audit(a.out, a.model, a.precisions, a.questions, a.images, device=a.device, keep=a.keep or (), n_boot=a.boot, quiet=a.json or a.quiet, **_shared_settings(a))
+    if a.json: return t.to_dict('records')
+
 # %% ../nbs/90_cli.ipynb #a8c37d87
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
     "Defaults in every option's help, except where there is none to show."
@@ -352,6 +378,35 @@ def parser() -> argparse.ArgumentParser:
 
     s = add('ls', cmd_ls, 'list readouts, template presets or model families')
     s.add_argument('what', choices=['readouts', 'templates', 'families'], help='what to list')
+
+    def shared(s):
+        s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
+        s.add_argument('--template', help="template preset or string (default: each family's)")
+        s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto' (default: as run)")
+        s.add_argument('--limit', type=int, help='first N questions of each split')
+        s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (string parsing reads it)')
+        s.add_argument('--demo', action='store_true', help='the shipped tiny models on the built-in benchmark, offline')
+        s.add_argument('--demo-images', type=int, help='synthetic images for --demo (6 questions each per split)')
+
+    s = add('audit', cmd_audit, "several models on one question set, under LLaVA-1.5's two and eight ids, each model's own ids and string parsing")
+    s.add_argument('runs', nargs='*', help='run folders to add as they are (NAME=FOLDER names the row)')
+    s.add_argument('--models', nargs='+', help='models to run on the questions: hub ids or folders (NAME=MODEL names the row)')
+    questions(s)
+    shared(s)
+    s.add_argument('--out', help='output folder: audit.csv, audit.md, audit.png, transfer.csv, runs/ (default with --demo: pope-audit-demo)')
+    s.add_argument('--load-in-4bit', action='store_true', help='NF4 weights, fp16 compute (bitsandbytes), for every model')
+    s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype of every model (default: as run)')
+
+    s = add('precision', cmd_precision, 'the same questions at several precisions, each against a repeat of the highest')
+    s.add_argument('--model', help='hub id or folder')
+    s.add_argument('--precisions', nargs='+', default=['fp32', 'bf16', 'fp16', 'int8', 'nf4'],
+                   help='precisions to run, the highest that runs being the reference; what this machine cannot run is refused with the reason')
+    s.add_argument('--keep', nargs='+', help='modules the quantised precisions leave unquantised, e.g. model.visual')
+    questions(s)
+    shared(s)
+    s.add_argument('--out', help='output folder: precision.csv, gap.csv, margins.csv, precision.md, runs/ (default with --demo: pope-precision-demo)')
+    s.add_argument('--device', help='cpu or cuda:N (default: cuda:0 when there is a GPU)')
+    s.add_argument('--boot', type=int, default=1000, help='bootstrap resamples per interval (0: none)')
     return p
 
 def main(argv=None):

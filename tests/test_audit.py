@@ -56,3 +56,23 @@ def test_audit_two_families_resumable(tiny_dirs, bench, tmp_path, capsys):
 def test_audit_refuses(tmp_path):
     with pytest.raises(InputError, match='nothing to audit'): audit(tmp_path)
     with pytest.raises(InputError, match='not a run folder'): audit_table([tmp_path])
+
+
+def test_audit_command(tiny_dirs, bench, tmp_path, capsys):
+    "`pope-audit audit`: models run from question files, run folders read as they are, JSON, exit 2 on bad input, --demo."
+    from pope_audit.cli import main
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    qs, imgs = bench
+    main(['audit', '--models', f'llava={tiny_vlm_dir("llava15")}', f'qwen={tiny_dirs["qwen2-vl"]}', '--questions', imgs.parent/'synthetic_pope_random.json',
+          '--images', imgs, '--limit', '3', '--max-new-tokens', '2', '--out', tmp_path/'a'])
+    out, err = capsys.readouterr()
+    assert 'warning: qwen: eight_token' in err and '| llava | random |' in out and '| qwen | random |' in out
+    main(['audit', tmp_path/'a'/'runs'/'llava', '--out', tmp_path/'b', '--json'])
+    rows = json.loads(capsys.readouterr().out)
+    assert {r['model'] for r in rows} == {'llava'} and {r['readout'] for r in rows} == set(AUDIT_READOUTS)
+    with pytest.raises(SystemExit) as e: main(['audit', '--out', tmp_path/'c'])
+    assert e.value.code == 2 and 'nothing to audit' in capsys.readouterr().err
+    main(['audit', '--demo', '--demo-images', '10', '--out', tmp_path/'demo'])
+    out, err = capsys.readouterr()
+    assert {'audit.csv', 'audit.md', 'audit.png', 'transfer.csv'} <= {p.name for p in (tmp_path/'demo').iterdir()}
+    assert 'warning: tiny-llava15: two_token' in err and '| tiny-llava15 | adversarial |' in out

@@ -75,3 +75,20 @@ def test_keep_leaves_small_modules_unquantised(tiny_dirs, bench, tmp_path):
     assert set(t['mode']) == {'fp32', 'nf4', 'fp32-repeat'}
     q = json.loads((tmp_path/'keep'/'runs'/'nf4'/'manifest.json').read_text())['identity']['quantization']
     assert q['method'] == 'bitsandbytes-4bit' and q['unquantised_linear_layers'] > 1
+
+
+def test_precision_command(tiny, bench, tmp_path, capsys):
+    "`pope-audit precision`: a model on question files, JSON, exit 2 on bad input, --demo with a bitsandbytes mode and the control."
+    from pope_audit.cli import main
+    qs, imgs = bench
+    main(['precision', '--model', tiny, '--precisions', 'fp32', 'bf16', 'nf4', '--questions', imgs.parent/'synthetic_pope_random.json',
+          '--images', imgs, '--limit', '3', '--max-new-tokens', '2', '--boot', '50', '--device', 'cpu', '--out', tmp_path/'p'])
+    out = capsys.readouterr().out
+    assert 'control (fp32 against a second fp32 run): 0 decisions changed' in out
+    assert set(pd.read_csv(tmp_path/'p'/'precision.csv')['mode']) == {'fp32', 'bf16', 'nf4', 'fp32-repeat'}
+    for args, msg in [(['--out', tmp_path/'x'], 'give --model and --out'), (['--model', tiny, '--precisions', 'fp8', '--out', tmp_path/'x'], "unknown precision 'fp8'")]:
+        with pytest.raises(SystemExit) as e: main(['precision', *args])
+        assert e.value.code == 2 and msg in capsys.readouterr().err
+    main(['precision', '--demo', '--demo-images', '10', '--precisions', 'fp32', 'bf16', 'int8', '--device', 'cpu', '--boot', '50', '--out', tmp_path/'demo', '--json'])
+    rows = pd.DataFrame(json.loads(capsys.readouterr().out))
+    assert set(rows['mode']) == {'fp32', 'bf16', 'int8', 'fp32-repeat'} and rows[rows['mode'] == 'fp32-repeat'].changed.sum() == 0
