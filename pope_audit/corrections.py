@@ -13,16 +13,16 @@ from .core import InputError
 from .models import Family, Encoded
 from .engine import Engine, Prefix
 from .tokens import Template
-from .readouts import READOUTS, _max
+from .readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
 __all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'TABLE_SPECS', 'TABLE_COLS', 'yes_no_margin',
            'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction', 'Correction',
            'parse_value', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
            'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'VDD', 'TapEngine',
-           'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_labels', 'correction_frame',
-           'yes_push', 'controls', 'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting',
-           'run_controls', 'tiny_benchmark_controls']
+           'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push', 'controls',
+           'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting', 'run_controls',
+           'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -403,11 +403,6 @@ def needed_ratio(f1:float, towards:str='no') -> float:
     return (2 - f1) / f1 if towards == 'no' else f1 / (2 - f1)
 
 # %% ../nbs/15_corrections.ipynb #2baf0f64
-def correction_labels(records) -> list[str]:
-    "Labels of the corrections every record carries (in the first record's order)."
-    cs = [getattr(r, 'corrections', None) or {} for r in records]
-    return [l for l in cs[0] if all(l in c for c in cs)] if cs else []
-
 def correction_frame(records, labels=None) -> pd.DataFrame:
     "One row per (record, correction): split, question_id, label, baseline answer, Δ, τ, τ without APC, frozen, answer."
     labels = correction_labels(records) if labels is None else labels
@@ -417,8 +412,7 @@ def correction_frame(records, labels=None) -> pd.DataFrame:
         for l in labels:
             c = r.corrections[l]
             rows.append(dict(split=r.split, question_id=r.question_id, label=r.label, correction=l, base=base, delta=c['delta'],
-                             tau=c['tau'], tau_free=c.get('tau_free', c['tau']), frozen=bool(c.get('frozen', False)),
-                             pred='yes' if c['delta'] - c['tau'] > 0 else 'no'))
+                             tau=c['tau'], tau_free=c.get('tau_free', c['tau']), frozen=bool(c.get('frozen', False)), pred=READOUTS[l](r)))
     return pd.DataFrame(rows)
 
 def yes_push(rec, ids:dict|None=None, mass:float=0.2, gap:float=0.5) -> str:

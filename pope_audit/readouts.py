@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_readouts.ipynb #199452e2
 from __future__ import annotations
-import math, re
+import functools, math, re
 from dataclasses import dataclass, fields
 from typing import Callable
 from .core import InputError, need
@@ -12,9 +12,10 @@ from .data import norm_qid, norm_label
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 
 # %% auto #0
-__all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'Record', 'check_tie', 'Readout', 'readout', 'compare', 'max_readout', 'exact_tie',
-           'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass',
-           'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'applicable']
+__all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
+           'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
+           'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
+           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -40,6 +41,7 @@ class Record:
     text: str|None = None
     attention: dict|None = None
     batch_size: int|None = None
+    corrections: dict|None = None
     schema: str = SCHEMA
 
     def __post_init__(self):
@@ -66,6 +68,7 @@ class Record:
         d = {k: v for k, v in d.items() if k in known}
         d['question_id'], d['label'] = norm_qid(d['question_id']), norm_label(d['label'], file, line)
         if d.get('logits') is not None: d['logits'] = _logits(d['logits'], file, line)
+        if d.get('corrections') is not None: d['corrections'] = _corrections(d['corrections'], file, line)
         return cls(**d)
 
 def _logits(lg, file=None, line=None) -> dict[int, float]:
@@ -79,6 +82,14 @@ def _logits(lg, file=None, line=None) -> dict[int, float]:
             raise InputError(f'logits: the logit of id {i} must be a finite number, got {v!r}', file, line, 'logits')
         out[i] = float(v)
     return out
+
+def _corrections(cs, file=None, line=None) -> dict:
+    "Correction quantities checked: a JSON object from labels to objects holding finite numbers `delta` and `tau`."
+    if not isinstance(cs, dict): raise InputError(f'corrections must map correction labels to their quantities, got a {type(cs).__name__}', file, line, 'corrections')
+    for label, q in cs.items():
+        ok = isinstance(q, dict) and all(not isinstance(q.get(k), bool) and isinstance(q.get(k), (int, float)) and math.isfinite(q[k]) for k in ('delta', 'tau'))
+        if not ok: raise InputError(f'corrections: {label!r} needs finite numbers delta and tau', file, line, 'corrections')
+    return cs
 
 # %% ../nbs/03_readouts.ipynb #e4349535
 TIE_RULES = ('decoder', 'ge')   # exact tie: the lowest tying id wins, as argmax does | yes wins (max yes ≥ max no)
@@ -103,7 +114,14 @@ class Readout:
         "Does `rec` carry what this readout needs?"
         return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text}[self.needs] is not None
 
-READOUTS: dict[str, Readout] = {}
+class _Registry(dict):
+    "The registered readouts; a correction's label (`vcd`, `vcd:alpha=0.5`) also resolves, to the readout of its quantities."
+    def __missing__(self, name):
+        from pope_audit.corrections import CORRECTIONS      # imported here: the corrections module imports this one
+        if isinstance(name, str) and name.partition(':')[0] in CORRECTIONS: return correction_readout(name)
+        raise KeyError(name)
+
+READOUTS: dict[str, Readout] = _Registry()
 
 def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
     "Register a readout function under `name` (each name once)."
@@ -112,6 +130,25 @@ def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
         READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
         return fn
     return deco
+
+class CorrectionReadout(Readout):
+    "A correction's answer, yes ⇔ Δ − τ > 0, from the quantities its records carry."
+    def applies(self, rec:Record) -> bool:
+        "Does `rec` carry this correction's quantities?"
+        return bool(rec.corrections) and self.name in rec.corrections
+
+def _correction_answer(rec, label):
+    q = (rec.corrections or {}).get(label)
+    return 'unknown' if q is None else 'yes' if q['delta'] - q['tau'] > 0 else 'no'
+
+def correction_readout(label:str) -> Readout:
+    "The readout of the correction recorded under `label` (not registered: it exists wherever records carry it)."
+    return CorrectionReadout(label, 'corrections', functools.partial(_correction_answer, label=label), f'correction {label}: yes ⇔ Δ − τ > 0')
+
+def correction_labels(records) -> list[str]:
+    "Labels of the corrections every record carries (in the first record's order)."
+    cs = [r.corrections or {} for r in records]
+    return [l for l in cs[0] if all(l in c for c in cs)] if cs else []
 
 # %% ../nbs/03_readouts.ipynb #e57428f6
 def _max(logits, ids):
@@ -212,7 +249,7 @@ def vlmeval_yorn(rec):
 
 # %% ../nbs/03_readouts.ipynb #9ea9dc53
 def applicable(records:list[Record], names=None) -> list[str]:
-    "Readouts (in registry order) that apply to every record."
-    names = names or list(READOUTS)
+    "Readouts (in registry order, then the corrections every record carries) that apply to every record."
+    names = names or [*READOUTS, *correction_labels(records)]
     return [n for n in names if records and all(READOUTS[n].applies(r) for r in records)]
 

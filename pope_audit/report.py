@@ -11,7 +11,7 @@ import pandas as pd
 from .core import InputError, atomic_write
 from .data import SPLITS
 from .scoring import read_records, predictions, score_predictions
-from .readouts import READOUTS, exact_tie
+from .readouts import READOUTS, exact_tie, correction_labels
 from .metrics import bootstrap_ci, mcnemar_test, confusion
 from .reconstruct import reconstruct_records, flip_margins
 from .attention import attention_report, plot_attention
@@ -19,7 +19,7 @@ from .attention import attention_report, plot_attention
 # %% auto #0
 __all__ = ['CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'render', 'plot_f1', 'int_counts', 'Context',
            'section_lead', 'section_manifest', 'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar',
-           'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention', 'write_report']
+           'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention', 'section_corrections', 'write_report']
 
 # %% ../nbs/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -265,6 +265,26 @@ def section_attention(c:Context, figs:Path) -> list:
     return blocks + [('table', pd.DataFrame([{k: (f'{v[0]:.4f}–{v[1]:.4f}' if isinstance(v, tuple) else v) for k, v in cmp.items()}])),
                      ('table', ar['logit']), ('img', 'figures/attention.png', "Share of the answer position's attention on image tokens")]
 
+# %% ../nbs/13_report.ipynb #cf5463e5
+def section_corrections(c:Context, figs:Path) -> list:
+    "The corrections run beside the baseline, with their controls (nothing for a run without corrections)."
+    from pope_audit.corrections import controls, plot_controls, TABLE_COLS
+    if not correction_labels(c.recs): return []
+    tab = controls(c.recs, c.man.get('timing'))
+    _save(plot_controls(c.recs, tab)[0].figure, figs/'corrections.png')
+    specs = pd.DataFrame([dict(label=s['label'], method=s['method'], parameters=', '.join(f'{k}={v}' for k, v in s['params'].items()))
+                          for s in c.man.get('identity', {}).get('corrections', [])])
+    return [('h', 2, 'Corrections against the baseline, with their controls'),
+            ('p', 'Each correction answers yes when Δ − τ > 0, Δ the baseline\'s margin and τ its offset. Beside each: the '
+                  'yes-push control (answers yes when p(yes) + p(no) > 0.2 and |p(yes) − p(no)| < 0.5), flips right and wrong '
+                  'against the ratio they needed to raise F1, McNemar against the baseline, the F1 of a constant offset at the '
+                  'same yes-rate (f1_matched), the AUROC of Δ − τ, answers frozen by the plausibility constraint, and cost as a '
+                  'time ratio to the baseline.'),
+            *([('table', specs)] if len(specs) else []),
+            ('img', 'figures/corrections.png', 'F1 against yes-rate: every constant offset on the baseline\'s margin (the curve), the '
+                                              'baseline, the yes-push control and each correction'),
+            ('table', tab[TABLE_COLS])]
+
 # %% ../nbs/13_report.ipynb #b4ede789
 def write_report(run_dir:str|os.PathLike, # a run folder
                  out:str|os.PathLike|None=None, # where to write (default: the run folder)
@@ -284,7 +304,7 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     c = Context(run_dir, recommended, n_boot, questions_label, records)
     blocks = [('h', 1, title)] + ([('p', note)] if note else []) + section_lead(c)
     blocks += section_manifest(c) + section_probe(c) + section_readouts(c, figs) + section_ties(c)
-    blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs)
+    blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs) + section_corrections(c, figs)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out/'scores.csv', int_counts(c.st).to_csv(index=False))
     atomic_write(out/'report.md', render(blocks, 'md'))
