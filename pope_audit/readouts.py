@@ -116,10 +116,14 @@ class Readout:
 
 class _Registry(dict):
     "The registered readouts; a correction's label (`vcd`, `vcd:alpha=0.5`) also resolves, to the readout of its quantities."
-    def __missing__(self, name):
+    @staticmethod
+    def _correction(name) -> bool:
         from pope_audit.corrections import CORRECTIONS      # imported here: the corrections module imports this one
-        if isinstance(name, str) and name.partition(':')[0] in CORRECTIONS: return correction_readout(name)
+        return isinstance(name, str) and name.partition(':')[0] in CORRECTIONS
+    def __missing__(self, name):
+        if self._correction(name): return correction_readout(name)
         raise KeyError(name)
+    def __contains__(self, name): return dict.__contains__(self, name) or self._correction(name)
 
 READOUTS: dict[str, Readout] = _Registry()
 

@@ -185,3 +185,21 @@ def test_resume_and_identity_cover_corrections(tiny_dirs, pope, tmp_path):
     assert t['baseline_s'] > 0 and set(t['corrections']) == {'vcd', 'vdd:mode=debias'}
     with pytest.raises(InputError, match='corrections: '):
         run(str(tiny_dirs['llava15']), qs, imgs, part, **{**kw, 'corrections': ['vcd:noise_step=900', 'vdd:mode=debias']})
+
+
+def test_command_line(shared, tiny_dirs, pope, tmp_path):
+    import subprocess, sys
+    cli = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+    qs = few(pope, 1, 6)
+    imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
+    base = ['run', '--model', str(tiny_dirs['llava15']), '--questions', str(shared/'data/pope/coco'), '--images', str(imgs),
+            '--limit', '6', '--batch-size', '4', '--max-new-tokens', '1', '--out', str(tmp_path/'run')]
+    subprocess.run(cli + base + ['--correction', 'vcd', '--correction', 'vdd:mode=debias'], check=True, capture_output=True)
+    man = json.loads((tmp_path/'run'/'manifest.json').read_text())
+    assert [c['label'] for c in man['identity']['corrections']] == ['vcd', 'vdd:mode=debias']
+    r = subprocess.run(cli + ['score', str(tmp_path/'run')], capture_output=True, text=True, check=True)
+    assert 'vcd' in r.stdout and 'vdd:mode=debias' in r.stdout          # each correction scored as a readout beside the baseline
+    r = subprocess.run(cli + ['report', str(tmp_path/'run')], capture_output=True, text=True, check=True)
+    assert 'Corrections against the baseline' in (tmp_path/'run'/'report.md').read_text()
+    r = subprocess.run(cli + base[:-1] + [str(tmp_path/'bad'), '--correction', 'vcd:alpha=x'], capture_output=True, text=True)
+    assert r.returncode == 2 and 'vcd: alpha must be a number' in r.stderr
