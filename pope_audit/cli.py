@@ -247,22 +247,22 @@ def _shared_settings(a) -> dict:
 
 def cmd_audit(a):
     from pope_audit.audit import audit, audit_demo
-    if a.demo: t = audit_demo(a.out or 'pope-audit-demo', **({'n_images': a.demo_images} if a.demo_images else {}), quiet=a.json or a.quiet)
+    if a.demo: t = audit_demo(a.out or 'pope-audit-demo', **({'n_images': a.demo_images} if a.demo_images else {}), quiet=a.json)
     else:
         if a.out is None: raise InputError('an output folder is required (--out DIR)', field='out')
         s = _shared_settings(a)
         if a.load_in_4bit: s['quantization'] = 'nf4'
         if a.dtype: s['dtype'] = a.dtype
-        t = audit(a.out, a.models or (), a.runs, a.questions, a.images, quiet=a.json or a.quiet, **s)
+        t = audit(a.out, a.models or (), a.runs, a.questions, a.images, quiet=a.json, **s)
     if a.json: return t.to_dict('records')
 
 def cmd_precision(a):
     from pope_audit.precision import precision_audit, precision_demo
     if a.demo: t = precision_demo(a.out or 'pope-precision-demo', a.precisions, **({'n_images': a.demo_images} if a.demo_images else {}),
-                                  device=a.device, n_boot=a.boot, quiet=a.json or a.quiet)
+                                  device=a.device, n_boot=a.boot, quiet=a.json)
     else:
         if a.model is None or a.out is None: raise InputError('give --model and --out (or --demo)', field='model')
-        t = precision_audit(a.out, a.model, a.precisions, a.questions, a.images, device=a.device, keep=a.keep or (), n_boot=a.boot, quiet=a.json or a.quiet, **_shared_settings(a))
+        t = precision_audit(a.out, a.model, a.precisions, a.questions, a.images, device=a.device, keep=a.keep or (), n_boot=a.boot, quiet=a.json, **_shared_settings(a))
     if a.json: return t.to_dict('records')
 
 # %% ../nbs/90_cli.ipynb #a8c37d87
