@@ -143,6 +143,7 @@ def run_config(a) -> 'RunConfig':
     if a.model_args: s['model_args'] = {**s.get('model_args', {}), **parse_kv(a.model_args)}
     if a.load_in_4bit: s['quantization'] = s.get('quantization') or 'nf4'
     if a.pad_square: s['family_options'] = {**s.get('family_options', {}), 'pad_square': True}
+    if getattr(a, 'correction', None): s['corrections'] = list(a.correction)     # given here: replaces the config file's list
     if a.json or LOG_QUIET(): s['progress'] = False
     if 'model' not in s: raise InputError('a model is required (--model, or model: in --config)', field='model')
     return from_settings(s.pop('model'), **s)
@@ -353,6 +354,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--attention', action='store_true', default=None, help="record the answer position's attention on image tokens")
     s.add_argument('--pad-square', action='store_true', help="LLaVA-1.5: pad images to squares as LLaVA's own evaluation did")
     s.add_argument('--revision', help='hub revision')
+    s.add_argument('--correction', action='append', metavar='NAME[:key=value,...]',
+                   help='also run a correction beside the baseline, repeatable: vcd, icd, vdd (e.g. vcd:alpha=0.5,apc_beta=none, vdd:mode=debias)')
 
     s = add('reconstruct', cmd_reconstruct, "the paper's gap from its confusion matrices, or flip rates between two readouts of a run")
     s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")
