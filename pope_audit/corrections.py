@@ -87,7 +87,7 @@ class ImageWork:
 
 def register_correction(cls:type) -> type:
     "Add a correction class to `CORRECTIONS` (names are unique and may not shadow a readout)."
-    if not cls.name or cls.name in CORRECTIONS or cls.name in READOUTS: raise ValueError(f'correction name {cls.name!r} is empty or already taken')
+    if not cls.name or cls.name in CORRECTIONS or cls.name in list(READOUTS): raise ValueError(f'correction name {cls.name!r} is empty or already taken')
     if bad := [p for p in cls.needs if p not in PARTS]: raise ValueError(f'unknown part(s) {bad} (known: {", ".join(PARTS)})')
     CORRECTIONS[cls.name] = cls
     return cls
