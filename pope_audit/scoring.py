@@ -402,7 +402,8 @@ def load_answers(path:str|os.PathLike, # any supported answer file, or a run fol
     return Answers(kind, records=recs, questions=qsel, check=chk)
 
 # %% ../nbs/04a_scoring.ipynb #386eea0b
-NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text'}
+NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text',
+         'corrections': "that correction's quantities (a run made with --correction)"}
 
 def check_readouts(records:list[Record], names=None, what:str='these records') -> list[str]:
     "The readouts to apply: `names` (each known and applicable to every record) or, by default, all that apply."
