@@ -43,7 +43,13 @@ class AttentionScope:
     captures: list = field(default_factory=list)  # functions (layer, weights, scope)
     store: dict = field(default_factory=dict)   # what captures keep
 
-_SCOPE: list[AttentionScope] = []
+def _scope_stack() -> list:
+    "The one stack of active scopes in this process, kept on transformers' registry, so every copy of this code (a re-run notebook, the module) shares it."
+    from transformers import AttentionInterface
+    if not hasattr(AttentionInterface, 'pope_audit_scopes'): AttentionInterface.pope_audit_scopes = []
+    return AttentionInterface.pope_audit_scopes
+
+_SCOPE: list[AttentionScope] = _scope_stack()
 
 def _scores(module, query, key, scaling):
     from transformers.integrations.sdpa_attention import repeat_kv

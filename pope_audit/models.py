@@ -169,8 +169,10 @@ FAMILIES: dict[str, type[Family]] = {}
 
 def register_family(cls:type[Family]) -> type[Family]:
     "Add a family class to `FAMILIES` (a name or model type already taken is an error)."
-    if not cls.family or cls.family in FAMILIES: raise ValueError(f'family name {cls.family!r} is empty or already registered')
-    taken = {t: f for f, c in FAMILIES.items() for t in c.model_types}
+    old = FAMILIES.get(cls.family)
+    rerun = old is not None and old is not cls and old.__qualname__ == cls.__qualname__   # its defining code ran again (a notebook re-run)
+    if not cls.family or (old is not None and not rerun): raise ValueError(f'family name {cls.family!r} is empty or already registered')
+    taken = {t: f for f, c in FAMILIES.items() for t in c.model_types if f != cls.family}
     if clash := [t for t in cls.model_types if t in taken]: raise ValueError(f'model type {clash[0]!r} is already served by {taken[clash[0]]!r}')
     FAMILIES[cls.family] = cls
     return cls
