@@ -236,8 +236,6 @@ def audit_demo(out:str|os.PathLike='pope-audit-demo', # output folder
                batch_size:int=16, # questions per forward
                quiet:bool=False) -> pd.DataFrame:
     "The audit over the shipped tiny models on the built-in benchmark."
-    if isinstance(n_images, bool) or not isinstance(n_images, int) or n_images < 1:
-        raise InputError(f'the demo needs at least one image, got {n_images!r}', field='images')
     out = Path(out)
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
     return audit(out, shipped_models(), questions=qs, images=imgs, max_new_tokens=4, batch_size=batch_size, quiet=quiet)

@@ -249,8 +249,6 @@ def precision_demo(out:str|os.PathLike='pope-precision-demo', # output folder
                    quiet:bool=False) -> pd.DataFrame:
     "The precision audit of the trained tiny LLaVA on the built-in benchmark."
     from pope_audit.tinyvlm import tiny_vlm_dir
-    if isinstance(n_images, bool) or not isinstance(n_images, int) or n_images < 1:
-        raise InputError(f'the demo needs at least one image, got {n_images!r}', field='images')
     out = Path(out)
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
     return precision_audit(out, str(tiny_vlm_dir('llava15')), modes, qs, imgs, device=device, n_boot=n_boot, quiet=quiet,
