@@ -10,6 +10,11 @@ the usual ratio). So the two methods are interleaved: the images are cut into ch
 both methods back to back (which goes first alternates), in wall time and in process CPU time. The ratio is of the
 medians of the per-question times over chunks, so a load change hits both sides of the same chunks alike.
 
+Torch runs one thread by default (`--threads 1`). With a thread team as wide as the machine, another job on one core
+stalls every parallel kernel at its barrier, and the naive loop (many small kernels) stalls far more than the batched
+engine: on the 2-core development machine, the ratio went from 14.28 idle to 68.81 under load with two threads,
+against 12.34 idle and 12.67 with two busy processes beside it with one thread.
+
     python benchmarks/runner_speed.py                  # all 9,000 questions (minutes)
     python benchmarks/runner_speed.py --limit 300      # the first 300 of each split
     python benchmarks/runner_speed.py --processes 2    # also: one process against N processes (pope-audit run --processes)
@@ -32,7 +37,7 @@ p = argparse.ArgumentParser()
 p.add_argument('--limit', type=int, help='first N questions of each split')
 p.add_argument('--batch-size', type=int, default=8)
 p.add_argument('--chunk', type=int, default=10, help='images per interleaved chunk')
-p.add_argument('--threads', type=int, default=0, help='torch threads (0: leave as is)')
+p.add_argument('--threads', type=int, default=1, help='torch threads (default 1; 0: leave as torch chose)')
 p.add_argument('--processes', type=int, default=0, help='also compare 1 process with N processes through `pope-audit run`')
 a = p.parse_args()
 if a.threads: torch.set_num_threads(a.threads)
