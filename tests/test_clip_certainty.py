@@ -63,6 +63,19 @@ def test_params_and_model_choice(tmp_path):
     assert cc.is_tiny_vlm(Fam()) and c.source_for(Fam()) == 'tiny'
 
 
+def test_local_folder_without_calibration(tmp_path):
+    "A CLIP folder without a calibration (as a hub CLIP has none) takes the anchor's k = 20, c0 = 0.22."
+    import shutil
+    for f in cc.tiny_clip_dir().iterdir():
+        if f.name != 'training.json': shutil.copy(f, tmp_path/f.name)
+    s = cc.load_clip(str(tmp_path))
+    assert (s.k, s.c0) == (None, None)
+    c = parse_correction(f'clip-certainty:model={tmp_path}')
+    class Fam: model, name, device = None, 'x', 'cpu'
+    assert c.source_for(Fam()) == str(tmp_path) and c.constants(c.scorer(Fam())) == (20.0, 0.22)
+    assert parse_correction(f'clip-certainty:model={tmp_path},k=5').constants(s) == (5.0, 0.22)
+
+
 @pytest.fixture(scope='module')
 def tiny_run(tmp_path_factory):
     from pope_audit.inference import run
