@@ -15,7 +15,7 @@ from .core import InputError, atomic_write, sha256_file
 from .synthetic import CLASSES, make_scenes, render_all, annotations_by_image
 from .tinyvlm import ASSETS_ROOT, TRAINED, CLIP_MEAN, CLIP_STD
 import pope_audit.readouts   # first: importing the corrections module on its own goes round a circle through this one
-from .corrections import Correction, CORRECTIONS, register_correction, ImageWork, yes_no_margin, auroc
+from .corrections import Correction, register_correction, ImageWork, yes_no_margin, auroc
 
 # %% auto #0
 __all__ = ['NOUN', 'TINY_CLIP', 'SPECIAL', 'PROMPT_WORDS', 'PROMPTS', 'CLIP_ASSET', 'REAL_CLIP', 'object_noun', 'crop_boxes',
@@ -277,7 +277,6 @@ def is_tiny_vlm(family, # a loaded family (`pope_audit.models`)
 
 def _number(v) -> bool: return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
-CORRECTIONS.pop('clip-certainty', None)     # a second run of this code (notebook, then module) replaces its class
 
 @register_correction
 class ClipCertainty(Correction):

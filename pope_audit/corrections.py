@@ -18,11 +18,11 @@ from .readouts import READOUTS, _max, correction_labels
 # %% auto #0
 __all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'TABLE_SPECS', 'TABLE_COLS', 'yes_no_margin',
            'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction', 'Correction',
-           'parse_value', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
-           'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'VDD', 'TapEngine',
-           'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push', 'controls',
-           'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting', 'run_controls',
-           'tiny_benchmark_controls']
+           'parse_value', 'load_methods', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
+           'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'image_free', 'VDD',
+           'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push',
+           'controls', 'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting',
+           'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -86,8 +86,10 @@ class ImageWork:
     batch_size: int           # questions per forward
 
 def register_correction(cls:type) -> type:
-    "Add a correction class to `CORRECTIONS` (names are unique and may not shadow a readout)."
-    if not cls.name or cls.name in CORRECTIONS or cls.name in list(READOUTS): raise ValueError(f'correction name {cls.name!r} is empty or already taken')
+    "Add a correction class to `CORRECTIONS` (names are unique and may not shadow a readout; a re-run of the same class replaces it)."
+    old = CORRECTIONS.get(cls.name)
+    rerun = old is not None and old.__qualname__ == cls.__qualname__      # its defining code ran again (a notebook re-run)
+    if not cls.name or (old is not None and not rerun) or cls.name in list(READOUTS): raise ValueError(f'correction name {cls.name!r} is empty or already taken')
     if bad := [p for p in cls.needs if p not in PARTS]: raise ValueError(f'unknown part(s) {bad} (known: {", ".join(PARTS)})')
     CORRECTIONS[cls.name] = cls
     return cls
@@ -145,6 +147,10 @@ def parse_value(text:str):
         except ValueError: pass
     return t
 
+def load_methods():
+    "Import the modules that register the grounding methods (`grounding`) and CLIP certainty (`clip_certainty`)."
+    import pope_audit.grounding, pope_audit.clip_certainty
+
 def parse_correction(spec:str|dict|Correction) -> Correction:
     "A correction from `NAME[:key=value,...]`, from a dict (`name` or `method`, and parameters or `params`), or as given."
     if isinstance(spec, Correction): return spec
@@ -160,6 +166,7 @@ def parse_correction(spec:str|dict|Correction) -> Correction:
             if not eq or not k.strip(): raise InputError(f'{spec!r}: parameters are key=value, got {part!r}', field='correction')
             params[k.strip()] = parse_value(v)
     else: raise InputError(f'a correction is NAME[:key=value,...], got {spec!r}', field='correction')
+    load_methods()
     if name not in CORRECTIONS: raise InputError(f'unknown correction {name!r} (known: {", ".join(CORRECTIONS)})', field='correction')
     return CORRECTIONS[name](**params)
 
@@ -298,6 +305,14 @@ class ICD(Contrastive):
         return batched_logits(eng, enc, eng.prefix(enc) if eng.family.shares_prefix else w.pre, w.batch_size)
 
 # %% ../nbs/15_corrections.ipynb #960395f3
+def image_free(enc:Encoded, # an image's encoded questions
+               unk:int|None=None, # an id to put where the image was (None: nothing)
+              ) -> Encoded:
+    "The questions' prompt ids with the image tokens removed (or replaced by `unk`); nothing shared, no vision inputs."
+    a, b = enc.span
+    mid = [] if unk is None else [unk]
+    return Encoded([ids[:a] + mid + ids[b:] for ids in enc.ids], {}, (a, a), 0)
+
 @register_correction
 class VDD(Contrastive):
     "Visual debias decoding: contrast with the prompt without its image (mode=contrast), or post-hoc debias (mode=debias)."
@@ -318,15 +333,10 @@ class VDD(Contrastive):
         if self.params['counterfactual'] == 'unk' and family.tokenizer.unk_token_id is None:
             raise InputError(f'vdd: counterfactual=unk needs an <unk> token; the {family.family} tokenizer has none (use counterfactual=none)', field='correction')
 
-    def text_only(self, w:ImageWork) -> Encoded:
-        "The questions' prompt ids with the image tokens removed (or replaced by one `<unk>`); nothing shared."
-        a, b = w.enc.span
-        mid = [] if self.params['counterfactual'] == 'none' else [w.engine.family.tokenizer.unk_token_id]
-        return Encoded([ids[:a] + mid + ids[b:] for ids in w.enc.ids], {}, (a, a), 0)
-
     def counterfactual(self, w):
         "First-step logits of the image-free prompts."
-        return batched_logits(w.engine, self.text_only(w), Prefix([]), w.batch_size)
+        unk = None if self.params['counterfactual'] == 'none' else w.engine.family.tokenizer.unk_token_id
+        return batched_logits(w.engine, image_free(w.enc, unk), Prefix([]), w.batch_size)
 
     def corrected(self, w):
         "The contrast's corrected logits (post-hoc debias corrects class probabilities, not logits)."

@@ -118,8 +118,10 @@ class _Registry(dict):
     "The registered readouts; a correction's label (`vcd`, `vcd:alpha=0.5`) also resolves, to the readout of its quantities."
     @staticmethod
     def _correction(name) -> bool:
-        from pope_audit.corrections import CORRECTIONS      # imported here: the corrections module imports this one
-        return isinstance(name, str) and name.partition(':')[0] in CORRECTIONS
+        if not isinstance(name, str): return False
+        from pope_audit.corrections import CORRECTIONS, load_methods      # imported here: the corrections module imports this one
+        if name.partition(':')[0] not in CORRECTIONS: load_methods()
+        return name.partition(':')[0] in CORRECTIONS
     def __missing__(self, name):
         if self._correction(name): return correction_readout(name)
         raise KeyError(name)
@@ -130,7 +132,7 @@ READOUTS: dict[str, Readout] = _Registry()
 def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
     "Register a readout function under `name` (each name once)."
     def deco(fn):
-        if name in READOUTS: raise ValueError(f'a readout named {name!r} is already registered')
+        if dict.__contains__(READOUTS, name): raise ValueError(f'a readout named {name!r} is already registered')
         READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
         return fn
     return deco

@@ -160,8 +160,8 @@ def test_refused_for_a_family_without_the_part(tiny_dirs, pope, tmp_path):
     with pytest.raises(InputError, match="vcd needs the image's preprocessed pixel tensor, to distort; the llava15 family gives none"):
         run(fam, qs, imgs, tmp_path/'run', progress=False, corrections=['vcd'])
     assert not (tmp_path/'run'/'manifest.json').exists()
-    with pytest.raises(InputError, match="unknown correction 'pai'"):
-        run(fam, qs, imgs, tmp_path/'run2', progress=False, corrections=['pai'])
+    with pytest.raises(InputError, match="unknown correction 'pia'"):
+        run(fam, qs, imgs, tmp_path/'run2', progress=False, corrections=['pia'])
     assert not (tmp_path/'run2').exists()
     qwen = load_adapter(str(tiny_dirs['qwen2-vl']))                       # a tokenizer without <unk>
     with pytest.raises(InputError, match='vdd: counterfactual=unk needs an <unk> token; the qwen2-vl tokenizer has none'):
