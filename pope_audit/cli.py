@@ -294,6 +294,8 @@ def parser() -> argparse.ArgumentParser:
     from pope_audit.scoring import KINDS
     from pope_audit.tokens import TEMPLATES
     from pope_audit.models import DTYPES, QUANTIZATIONS
+    from pope_audit.corrections import CORRECTIONS, load_methods
+    load_methods()
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
@@ -355,7 +357,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--pad-square', action='store_true', help="LLaVA-1.5: pad images to squares as LLaVA's own evaluation did")
     s.add_argument('--revision', help='hub revision')
     s.add_argument('--correction', action='append', metavar='NAME[:key=value,...]',
-                   help='also run a correction beside the baseline, repeatable: vcd, icd, vdd (e.g. vcd:alpha=0.5,apc_beta=none, vdd:mode=debias)')
+                   help=f"also run a correction beside the baseline, repeatable: {', '.join(CORRECTIONS)} (e.g. vcd:alpha=0.5,apc_beta=none, vdd:mode=debias, ugaa:rows=bos)")
 
     s = add('reconstruct', cmd_reconstruct, "the paper's gap from its confusion matrices, or flip rates between two readouts of a run")
     s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")

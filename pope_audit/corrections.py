@@ -16,13 +16,13 @@ from .tokens import Template
 from .readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
-__all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'TABLE_SPECS', 'TABLE_COLS', 'yes_no_margin',
-           'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction', 'Correction',
-           'parse_value', 'load_methods', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
-           'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'image_free', 'VDD',
-           'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push',
-           'controls', 'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting',
-           'run_controls', 'tiny_benchmark_controls']
+__all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'METHODS', 'DEFECTS', 'TABLE_SPECS', 'TABLE_COLS',
+           'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction',
+           'Correction', 'parse_value', 'load_methods', 'parse_correction', 'make_corrections', 'batched_logits',
+           'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD',
+           'image_free', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio',
+           'correction_frame', 'yes_push', 'controls', 'offset_curve', 'plot_controls', 'counts_from_printed',
+           'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -487,7 +487,7 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
     import matplotlib.pyplot as plt
     table = controls(records) if table is None else table
     splits = list(dict.fromkeys(table.split))
-    if axes is None: axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 3.6), squeeze=False)[1][0]
+    if axes is None: axes = plt.subplots(1, len(splits), figsize=(4.4 * len(splits), 3.8), squeeze=False, layout='constrained')[1][0]
     fr = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], delta=[r.margin for r in records]))
     for ax, s in zip(axes, splits):
         g, t = fr[fr.split == s], table[table.split == s]
@@ -497,7 +497,7 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
         ax.plot(c.yes_rate, c.f1, color='0.6', lw=1, label='constant offset on Δ')
         for i, r in enumerate(t.itertuples()):
             base = r.readout == 'baseline'
-            ax.scatter(r.yes_rate, r.f1, s=70 if base else 30, marker='*' if base else 'os^Dv<>ph'[i % 9], color='k' if base else f'C{i % 10}',
+            ax.scatter(r.yes_rate, r.f1, s=70 if base else 30, marker='*' if base else 'os^Dv<>ph'[i % 9], color='k' if base else plt.get_cmap('tab20')(i % 20),
                        label=r.readout, zorder=3)
         ys = [*c.f1, *t.f1]
         ax.set(title=s, xlabel='yes-rate', ylabel='F1', xlim=(lo, hi), ylim=(min(ys) - 0.01, max(ys) + 0.01))
@@ -544,7 +544,9 @@ def published_flip_accounting(table:pd.DataFrame=PUBLISHED_CORRECTIONS) -> pd.Da
     return pd.DataFrame(rows)
 
 # %% ../nbs/15_corrections.ipynb #22a07f77
-TABLE_SPECS = ('vcd', 'icd', 'vdd', 'vdd:mode=debias', 'vcd:apc_beta=none', 'icd:apc_beta=none', 'vdd:apc_beta=none')
+METHODS = ('vcd', 'icd', 'vdd', 'vdd:mode=debias', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty')
+DEFECTS = ('ugaa:rows=bos', 'ugaa:window=anchor')        # the paper's own implementation defects, run as it ran them
+TABLE_SPECS = METHODS + DEFECTS + ('vcd:apc_beta=none', 'icd:apc_beta=none', 'vdd:apc_beta=none')
 TABLE_COLS = ['readout', 'split', 'f1', 'precision', 'recall', 'yes_rate', 'right', 'wrong', 'needed', 'mcnemar_p', 'f1_matched', 'auroc', 'frozen', 'noop', 'cost']
 
 def run_controls(run_dir) -> pd.DataFrame:

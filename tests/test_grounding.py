@@ -213,3 +213,28 @@ def test_trained_families_match_direct_implementation(tmp_path, family):
     fam = load_adapter(str(tiny_vlm_dir(family)))
     assert check_against_direct(fam, out, imgs, specs) == len(qs) * len(specs)
     assert max(abs(r['corrections']['vaf:end=1,enhance=1.5,start=0']['tau']) for r in raw(out)) > 1e-2     # large enough to test
+
+
+def test_command_line_runs_all_nine(tmp_path):
+    "`pope-audit run --correction NAME` for every registered name on the trained tiny LLaVA-1.5, then `report` with the controls."
+    import subprocess, sys
+    from pope_audit.corrections import CORRECTIONS, load_methods
+    from pope_audit.builder import write_pope
+    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    load_methods()
+    names = list(CORRECTIONS)
+    assert names == ['vcd', 'icd', 'vdd', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty']
+    qs, imgs = synthetic_benchmark(tmp_path/'bench', n_images=6, seed=11)
+    write_pope(qs, tmp_path/'q', prefix='syn_pope')
+    cli = [sys.executable, '-m', 'pope_audit.cli']
+    cmd = cli + ['run', '--model', str(tiny_vlm_dir()), '--questions', str(tmp_path/'q'), '--images', str(imgs), '--limit', '4',
+                 '--batch-size', '4', '--max-new-tokens', '1', '--out', str(tmp_path/'run')] + [a for n in names for a in ('--correction', n)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    man = json.loads((tmp_path/'run'/'manifest.json').read_text())
+    assert [c['label'] for c in man['identity']['corrections']] == names and set(man['timing']['corrections']) == set(names)
+    recs = raw(tmp_path/'run')
+    assert len(recs) == 12 and all(set(r['corrections']) == set(names) for r in recs)
+    r = subprocess.run(cli + ['report', str(tmp_path/'run')], check=True, capture_output=True, text=True)
+    html = (tmp_path/'run'/'report.html').read_text()
+    assert all(n in html for n in names)
