@@ -487,7 +487,8 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
     import matplotlib.pyplot as plt
     table = controls(records) if table is None else table
     splits = list(dict.fromkeys(table.split))
-    if axes is None: axes = plt.subplots(1, len(splits), figsize=(4.4 * len(splits), 3.8), squeeze=False, layout='constrained')[1][0]
+    own = axes is None
+    if own: axes = plt.subplots(1, len(splits), figsize=(4.4 * len(splits), 3.8), squeeze=False)[1][0]
     fr = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], delta=[r.margin for r in records]))
     for ax, s in zip(axes, splits):
         g, t = fr[fr.split == s], table[table.split == s]
@@ -502,6 +503,7 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
         ys = [*c.f1, *t.f1]
         ax.set(title=s, xlabel='yes-rate', ylabel='F1', xlim=(lo, hi), ylim=(min(ys) - 0.01, max(ys) + 0.01))
     axes[-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
+    if own: axes[0].figure.tight_layout()
     return axes
 
 # %% ../nbs/15_corrections.ipynb #5da77642

@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_demo.ipynb #551a6f5b
 from __future__ import annotations
-import os, time
+import json, os, time
 from pathlib import Path
 from .synthetic import synthetic_benchmark
 from .tinyvlm import tiny_vlm_dir
@@ -12,7 +12,7 @@ from .inference import run
 from .report import write_report
 
 # %% auto #0
-__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'demo', 'demo_summary']
+__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'demo', 'demo_summary']
 
 # %% ../nbs/14_demo.ipynb #26d3de90
 GPU_COMMAND = ('pope-audit run --model llava-hf/llava-1.5-7b-hf --load-in-4bit --template llava15 --attention '
@@ -27,12 +27,15 @@ DEMO_NOTE = ('These numbers come from a tiny synthetic model: the LLaVA-1.5 arch
              'GPU, with the POPE question files (POPE repository, output/coco) and the COCO val2014 images: ' + GPU_COMMAND)
 
 # %% ../nbs/14_demo.ipynb #e7752cab
+DEMO_CORRECTIONS = ('ugaa', 'vdd', 'clip-certainty')    # the paper's own method, an image-free contrast, an outside detector
+
 def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch_size:int=16, attention:bool=True,
-         progress:bool=True) -> Path:
-    "Build the synthetic POPE, run the shipped tiny VLM on all three splits, and write the report to `out`."
+         progress:bool=True, corrections=DEMO_CORRECTIONS) -> Path:
+    "Build the synthetic POPE, run the shipped tiny VLM on all three splits (with a few corrections beside it), and write the report to `out`."
     out, t0 = Path(out), time.time()
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
-    rd = run(str(tiny_vlm_dir()), qs, imgs, out/'run', batch_size=batch_size, max_new_tokens=4, attention=attention, progress=progress)
+    rd = run(str(tiny_vlm_dir()), qs, imgs, out/'run', batch_size=batch_size, max_new_tokens=4, attention=attention, progress=progress,
+             corrections=list(corrections or []))
     t_run = time.time() - t0
     return write_report(rd, out, title='POPE readout audit: built-in demo', questions_label=f'the built-in synthetic benchmark ({n_images} images, seed {seed}); not a POPE version',
                         note=DEMO_NOTE + f' (This run: {len(qs)} questions on {n_images} images, built and scored in {t_run:.0f} s.)')
@@ -48,6 +51,13 @@ def demo_summary(out:str|os.PathLike, # the demo's output folder
     if {'derived', 'two_token'} <= set(per.index):
         gap = (per.loc['derived'] - per.loc['two_token']) * 100
         lines.append('readout gap (derived − two_token), points: ' + ', '.join(f'{s} {v:.2f}' for s, v in gap.items()))
+    if (Path(out)/'run'/'manifest.json').exists() and json.loads((Path(out)/'run'/'manifest.json').read_text())['identity'].get('corrections'):
+        from pope_audit.corrections import run_controls
+        t = run_controls(Path(out)/'run').set_index(['readout', 'split'])
+        lines.append('corrections, adversarial split: F1 (yes-rate; F1 of a constant offset at that yes-rate; McNemar p against the baseline):')
+        for r in dict.fromkeys(t.index.get_level_values(0)):
+            c = t.loc[(r, 'adversarial')]
+            lines.append(f'  {r:<16} {c.f1:.4f} ({c.yes_rate:.3f}; {c.f1_matched:.4f}; p {c.mcnemar_p:.3g})')
     if seconds is not None: lines.append(f'took {seconds:.0f} s')
     lines.append(f'report: {Path(out)/"report.html"}')
     return '\n'.join(lines)

@@ -6,9 +6,12 @@ from pope_audit.scoring import read_records, predictions
 
 def test_demo_command(tmp_path, capsys, shared):
     main(['demo', '--out', str(tmp_path/'demo'), '--images', '30'])
-    last = capsys.readouterr().out.strip().splitlines()[-1]
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1]
     assert last == f"report: {tmp_path/'demo'/'report.html'}"
+    assert 'corrections, adversarial split' in out and all(f'  {m} ' in out for m in ('baseline', 'ugaa', 'vdd', 'clip-certainty'))
     md = (tmp_path/'demo'/'report.md').read_text()
+    assert 'Corrections against the baseline, with their controls' in md
     assert 'tiny synthetic model' in md and 'pope-audit run --model llava-hf/llava-1.5-7b-hf' in md
     p = predictions(read_records(tmp_path/'demo'/'run'))
     assert len(p) == 540 and (p.derived == p.greedy).all() and (p.two_token != p.greedy).any()
