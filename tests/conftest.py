@@ -22,3 +22,15 @@ def tiny_dirs(tmp_path_factory):
     from pope_audit.tiny import save_tiny, TINY
     root = tmp_path_factory.mktemp('tiny')
     return {fam: save_tiny(fam, root/fam) for fam in TINY}
+
+
+def run_trained(folder, specs, n_images, seed=11, family='llava15'):
+    "The trained tiny VLM of `family` on `n_images` scenes of the built-in benchmark with corrections `specs`: (adapter, run folder, images)."
+    from pope_audit.inference import run
+    from pope_audit.models import load_adapter
+    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    qs, imgs = synthetic_benchmark(folder/'bench', n_images=n_images, seed=seed)
+    model = str(tiny_vlm_dir(family))
+    out = run(model, qs, imgs, folder/'run', batch_size=4, max_new_tokens=1, progress=False, corrections=specs)
+    return load_adapter(model), out, imgs

@@ -97,15 +97,10 @@ def test_mplug_owl2_matches_direct_implementation(shared, pope, tmp_path):
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     "The trained tiny LLaVA-1.5 on 8 scenes of the built-in benchmark, with every method, its closed forms and α = 0."
-    from pope_audit.tinyvlm import tiny_vlm_dir
-    from pope_audit.synthetic import synthetic_benchmark
-    d = tmp_path_factory.mktemp('trained')
-    qs, imgs = synthetic_benchmark(d/'bench', n_images=8, seed=11)
+    from conftest import run_trained
     specs = ['vcd', 'icd', 'vdd', 'vdd:mode=debias', 'vcd:apc_beta=none', 'icd:apc_beta=none', 'vdd:apc_beta=none',
              'vcd:alpha=0', 'icd:alpha=0', 'vdd:alpha=0', 'vdd:counterfactual=unk']
-    model = str(tiny_vlm_dir())
-    out = run(model, qs, imgs, d/'run', batch_size=4, max_new_tokens=1, progress=False, corrections=specs)
-    return load_adapter(model), out, imgs, specs
+    return (*run_trained(tmp_path_factory.mktemp('trained'), specs, n_images=8), specs)
 
 
 def test_trained_matches_direct_implementation(trained):
