@@ -11,7 +11,7 @@ the mutant's checks in the copy: `nbdev_test --path nbs/...` for the notebooks a
 with the copy first on `PYTHONPATH`. An unmutated copy is checked first (it must pass, or the table means nothing).
 It prints `mutant | killed/SURVIVED | by` and exits with status 1 if any mutant survives. `--first` stops each
 mutant's checks at the first that fails (faster; `by` then names only that one). Not collected by pytest (no
-`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 10 minutes on 2 cores.
+`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes).
 """
 from __future__ import annotations
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -34,6 +34,7 @@ class Mutant:
 
 
 M, R, T = 'nbs/04_metrics.ipynb', 'nbs/03_readouts.ipynb', 'nbs/02_tokens.ipynb'
+G, GT = 'nbs/15a_grounding.ipynb', ('tests/test_grounding.py',)
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
     Mutant('policy_no', M, "elif unknown == 'no': fn, tn = fn + up, tn + un", "elif unknown == 'no': fn, tn = fn + up, tn", (M,),
@@ -79,6 +80,20 @@ MUTANTS = [
     # the same tie rule changed in the generated module only: pytest alone must catch it
     Mutant('tie_always_yes_module', 'pope_audit/readouts.py', "if tie == 'ge': return 'yes'", "if True: return 'yes'", (),
            why='as tie_always_yes, in the generated module (pytest only)'),
+    # grounding corrections: each edit, the prefix cut, the certainties, AdaptVis's switch
+    Mutant('pai_no_abs', G, "last + self.alpha * last.abs()", "last + self.alpha * last", (G,), GT,
+           why="PAI's s + α·|s| as s·(1 + α): negative image scores fall"),
+    Mutant('vaf_rows_from_image', G, "[None] > last_img[:, None]", "[None] >= last_img[:, None]", (), GT,
+           why="VAF also edits the image's last row"),
+    Mutant('no_prefix_cut', G, "if len(pre.ids) <= e: w._image_end = pre", "if True: w._image_end = pre", (), GT,
+           why="rows after the image inside the shared prefix escape the edits"),
+    Mutant('magnitude_sum', G, "return (v.mean(-1) / (scale / v.shape[-1])).clamp(max=1)", "return (v.sum(-1) / (scale / v.shape[-1])).clamp(max=1)", (G,), GT,
+           why='magnitude from the total, not the mean per image token'),
+    Mutant('empty_attention_uniform', G, "p = torch.where(tot > 0, v / tot.clamp(min=1e-30), torch.zeros_like(v))",
+           "p = torch.where(tot > 0, v / tot.clamp(min=1e-30), torch.full_like(v, 1 / v.shape[-1]))", (G,), GT,
+           why='the BOS row read as an even spread (c = 0): the defect would no longer be a no-op'),
+    Mutant('adaptvis_switch', G, "torch.where(conf < self.params['threshold']", "torch.where(conf > self.params['threshold']", (), GT,
+           why='AdaptVis smooths the confident answers and sharpens the rest'),
 ]
 
 
