@@ -15,7 +15,7 @@ from .core import InputError, atomic_write, sha256_file
 from .synthetic import CLASSES, make_scenes, render_all, annotations_by_image
 from .tinyvlm import ASSETS_ROOT, TRAINED, CLIP_MEAN, CLIP_STD
 import pope_audit.readouts   # first: importing the corrections module on its own goes round a circle through this one
-from .corrections import Correction, register_correction, ImageWork, yes_no_margin, auroc
+from .corrections import Correction, register_correction, ImageWork, yes_no_margin, auroc, is_number
 
 # %% auto #0
 __all__ = ['NOUN', 'TINY_CLIP', 'SPECIAL', 'PROMPT_WORDS', 'PROMPTS', 'CLIP_ASSET', 'REAL_CLIP', 'object_noun', 'crop_boxes',
@@ -275,7 +275,6 @@ def is_tiny_vlm(family, # a loaded family (`pope_audit.models`)
     mine = sha(Path(str(src))/'training.json') if src else None
     return mine is not None and mine in {sha(ASSETS_ROOT/d/'training.json') for d in TRAINED.values()}
 
-def _number(v) -> bool: return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
 
 @register_correction
@@ -288,10 +287,10 @@ class ClipCertainty(Correction):
 
     def validate(self):
         p = self.params
-        if not (_number(p['beta']) and p['beta'] >= 0): raise InputError(f"clip-certainty: beta must be a number ≥ 0, got {p['beta']!r}", field='correction')
+        if not (is_number(p['beta']) and p['beta'] >= 0): raise InputError(f"clip-certainty: beta must be a number ≥ 0, got {p['beta']!r}", field='correction')
         if not (isinstance(p['model'], str) and p['model'].strip()): raise InputError(f"clip-certainty: model is auto, tiny, a hub id or a folder, got {p['model']!r}", field='correction')
-        if p['k'] is not None and not (_number(p['k']) and p['k'] > 0): raise InputError(f"clip-certainty: k must be a number > 0 or none, got {p['k']!r}", field='correction')
-        if p['c0'] is not None and not _number(p['c0']): raise InputError(f"clip-certainty: c0 must be a number or none, got {p['c0']!r}", field='correction')
+        if p['k'] is not None and not (is_number(p['k']) and p['k'] > 0): raise InputError(f"clip-certainty: k must be a number > 0 or none, got {p['k']!r}", field='correction')
+        if p['c0'] is not None and not is_number(p['c0']): raise InputError(f"clip-certainty: c0 must be a number or none, got {p['c0']!r}", field='correction')
         if isinstance(p['grid'], bool) or not isinstance(p['grid'], int) or not 1 <= p['grid'] <= 16: raise InputError(f"clip-certainty: grid must be an integer 1..16, got {p['grid']!r}", field='correction')
 
     def source_for(self, family) -> str:

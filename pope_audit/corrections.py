@@ -18,11 +18,11 @@ from .readouts import READOUTS, _max, correction_labels
 # %% auto #0
 __all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'METHODS', 'DEFECTS', 'TABLE_SPECS', 'TABLE_COLS',
            'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction',
-           'Correction', 'parse_value', 'load_methods', 'parse_correction', 'make_corrections', 'batched_logits',
-           'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD',
-           'image_free', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio',
-           'correction_frame', 'yes_push', 'controls', 'offset_curve', 'plot_controls', 'counts_from_printed',
-           'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
+           'is_number', 'check_apc_beta', 'Correction', 'parse_value', 'load_methods', 'parse_correction',
+           'make_corrections', 'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise',
+           'VCD', 'disturbed', 'ICD', 'image_free', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc',
+           'needed_ratio', 'correction_frame', 'yes_push', 'controls', 'offset_curve', 'plot_controls',
+           'counts_from_printed', 'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -95,6 +95,14 @@ def register_correction(cls:type) -> type:
     return cls
 
 def _fmt(v) -> str: return 'none' if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+def is_number(v) -> bool:
+    "A finite int or float (a bool is not a number here): what a numeric parameter must be."
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+def check_apc_beta(name:str, b):
+    "Refuse a plausibility-constraint β outside (0, 1] (none switches the constraint off)."
+    if b is not None and not (is_number(b) and 0 < b <= 1): raise InputError(f'{name}: apc_beta must be in (0, 1] or none, got {b!r}', field='correction')
 
 class Correction:
     "A training-free correction: the parts it needs, its parameters, and per question Δ and τ (yes ⇔ Δ − τ > 0)."
@@ -190,10 +198,9 @@ def batched_logits(engine:Engine, # the engine to run
 class Contrastive(Correction):
     "c = (1 + α)·z − α·z_cf on the full vocabulary, the APC on z, then the readout."
     def validate(self):
-        a, b = self.params['alpha'], self.params['apc_beta']
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not a >= 0: raise InputError(f'{self.name}: alpha must be a number ≥ 0, got {a!r}', field='correction')
-        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1):
-            raise InputError(f'{self.name}: apc_beta must be in (0, 1] or none, got {b!r}', field='correction')
+        a = self.params['alpha']
+        if not (is_number(a) and a >= 0): raise InputError(f'{self.name}: alpha must be a number ≥ 0, got {a!r}', field='correction')
+        check_apc_beta(self.name, self.params['apc_beta'])
 
     def counterfactual(self, w:ImageWork) -> torch.Tensor:
         "The counterfactual branch's first-step logits [Q, V]."

@@ -10,7 +10,7 @@ from .core import InputError
 from .models import Encoded
 from .engine import Prefix, attention_scope
 from .corrections import (Correction, ImageWork, register_correction, yes_no_margin, contrast_quantities,
-                                    image_free, batched_logits)
+                                    image_free, batched_logits, is_number, check_apc_beta)
 
 # %% auto #0
 __all__ = ['LAYERS_32', 'DEPTH', 'SPATIAL_WORDS', 'layer_range', 'check_depth', 'key_positions', 'image_end_prefix', 'Route',
@@ -165,9 +165,9 @@ def certainty_attention(w:ImageWork, # the image's work
         if rows == 'bos': pick = q == 0
         else:
             pick = torch.zeros(q.shape, dtype=torch.bool)
-            for b, r in enumerate(rs):
-                for i in word_rows(f.tokenizer, enc.ids[r]):
-                    pick[b] |= q[b] == i
+            for b, r in enumerate(rs):                 # only the suffix's rows are computed here
+                for i in word_rows(f.tokenizer, enc.ids[r][len(pre.ids):]):
+                    pick[b] |= q[b] == len(pre.ids) + i
         cap = WindowCapture(pick, _window(pos, start, n), layers)
         w.engine.first_step(enc, pre, rs, captures=[cap])
         out.append(cap.mean()); has.append(pick.any(1))
@@ -187,7 +187,7 @@ class Edited(Correction):
     def validate(self, skip=()):
         check_depth(self.name, self.params['start'], self.params['end'])
         for k, v in self.params.items():
-            if k not in ('start', 'end', *skip) and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            if k not in ('start', 'end', *skip) and not is_number(v):
                 raise InputError(f'{self.name}: {k} must be a number, got {v!r}', field='correction')
 
     def layers(self, w:ImageWork) -> list[int]:
@@ -224,9 +224,7 @@ class PAI(Edited):
         Edited.validate(self, skip=('apc_beta',))
         if not p['alpha'] >= 0: raise InputError(f"pai: alpha must be ≥ 0, got {p['alpha']!r}", field='correction')
         if not p['gamma'] >= 1: raise InputError(f"pai: gamma must be ≥ 1, got {p['gamma']!r}", field='correction')
-        b = p['apc_beta']
-        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1):
-            raise InputError(f'pai: apc_beta must be in (0, 1] or none, got {b!r}', field='correction')
+        check_apc_beta(self.name, p['apc_beta'])
 
     def edit(self, layers, w, rows): return PaiEdit(layers, float(self.params['alpha']))
 
@@ -279,7 +277,7 @@ class UGAA(Correction):
     def validate(self):
         p = self.params
         check_depth(self.name, p['start'], p['end'])
-        if isinstance(p['beta'], bool) or not isinstance(p['beta'], (int, float)) or not p['beta'] >= 0:
+        if not (is_number(p['beta']) and p['beta'] >= 0):
             raise InputError(f"{self.name}: beta must be a number ≥ 0, got {p['beta']!r}", field='correction')
         if p['rows'] not in ('spatial', 'bos'): raise InputError(f"{self.name}: rows is 'spatial' or 'bos' (the anchor's defect), got {p['rows']!r}", field='correction')
         if p['window'] not in ('image', 'anchor'): raise InputError(f"{self.name}: window is 'image' or 'anchor' (the anchor's defect), got {p['window']!r}", field='correction')
