@@ -63,7 +63,11 @@ def run_identity(family:Family, # the loaded family
 # %% ../nbs/06_inference.ipynb #47c44335
 def _images(images):
     if images is None: raise InputError('no images given (--images FOLDER, or a dataset that holds them)', field='images')
-    return images if hasattr(images, 'load') else ImageFolder(images)
+    if hasattr(images, 'load'): return images
+    p = Path(images)
+    if p.exists() and not p.is_dir(): raise InputError('the image folder is a file', p, field='images')
+    if not p.exists(): raise InputError('the image folder does not exist', p, field='images')
+    return ImageFolder(p)
 
 def _select(questions, images, cfg, labels):
     "The question table this run answers, and the image source."

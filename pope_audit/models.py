@@ -362,10 +362,15 @@ def load_adapter(src:str, # hub id or local folder
     if dtype is not None and dtype not in DTYPES: raise InputError(f'unknown dtype {dtype!r} (one of {", ".join(DTYPES)})', field='dtype')
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     dt = getattr(torch, dtype) if dtype else (torch.float16 if device.startswith('cuda') or quantization else torch.float32)
-    kw = dict(dtype=dt, attn_implementation=attn_implementation, revision=revision, **(model_args or {}))
+    kw = dict(dtype=dt, attn_implementation=attn_implementation, revision=revision)
+    if own := sorted(set(model_args or {}) & set(kw)): raise InputError(f'{own[0]} is a run setting of its own, not a model argument', field='model_args')
+    kw.update(model_args or {})
     if quantization and 'quantization_config' not in kw: kw['quantization_config'] = bnb_config(quantization, dt if dt != torch.float32 else torch.float16)
     if device != 'cpu': kw['device_map'] = device
-    model = AutoModelForImageTextToText.from_pretrained(str(src), **kw).eval()
+    try: model = AutoModelForImageTextToText.from_pretrained(str(src), **kw).eval()
+    except TypeError as e:
+        if not model_args or 'unexpected keyword argument' not in str(e): raise
+        raise InputError(f'a model argument is not one from_pretrained takes ({e})', field='model_args') from None
     return cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
 
 # %% ../nbs/05_models.ipynb #5d8f7d5d

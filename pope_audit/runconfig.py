@@ -56,7 +56,15 @@ def _validate(self:RunConfig):
     _check(self.limit is None or pos_int(self.limit), f'must be a whole number of at least 1 (leave it out for every question), got {self.limit!r}', 'limit')
     _check(self.dtype is None or self.dtype in DTYPES, f'unknown dtype {self.dtype!r} (one of {", ".join(DTYPES)})', 'dtype')
     _check(self.quantization is None or self.quantization in QUANTIZATIONS, f'unknown quantization {self.quantization!r} (one of {", ".join(QUANTIZATIONS)})', 'quantization')
-    _check(isinstance(self.family_options, dict) and isinstance(self.model_args, dict), 'family options and model arguments are key=value settings', 'family_options')
+    for n in ('family_options', 'model_args'):
+        v = getattr(self, n)
+        _check(isinstance(v, dict) and all(isinstance(k, str) and k for k in v), 'family options and model arguments are key=value settings', n)
+    for n in ('revision', 'template', 'device'): _check(getattr(self, n) is None or isinstance(getattr(self, n), str), f'must be text, got {getattr(self, n)!r}', n)
+    _check(isinstance(self.attn_implementation, str), f'must be text, got {self.attn_implementation!r}', 'attn_implementation')
+    for n in ('attention', 'progress'): _check(isinstance(getattr(self, n), bool), f'must be true or false, got {getattr(self, n)!r}', n)
+    _check(self.splits is None or (isinstance(self.splits, (list, tuple)) and all(isinstance(s, str) for s in self.splits)),
+           f'must be a list of split names, got {self.splits!r}', 'splits')
+    _check(isinstance(self.corrections, (list, tuple)), f'must be a list of corrections, got {self.corrections!r}', 'corrections')
     if self.splits is not None: self.splits = list(self.splits)
 RunConfig.validate = _validate
 
