@@ -130,6 +130,14 @@ def _pad_left(seqs, pad_id, device):
         if s: ids[b, L - len(s):], mask[b, L - len(s):] = torch.tensor(s), 1
     return ids.to(device), mask.to(device)
 
+def _fork(cache):
+    "A copy of the prefix cache that a batch may extend without touching the prefix's own."
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+    if type(cache) is not DynamicCache or any(type(l) is not DynamicLayer for l in cache.layers): return copy.deepcopy(cache)
+    new = copy.copy(cache)
+    new.layers = [copy.copy(l) for l in cache.layers]    # new layer objects around the same tensors
+    return new
+
 def _first_step(self:Engine, enc:Encoded, pre:Prefix, rows:list[int], attention:bool=False, edits=(), captures=()) -> Step:
     f, dev, B = self.family, self.device, len(rows)
     ids, mask = _pad_left([enc.ids[r][len(pre.ids):] for r in rows], f.pad_id, dev)
@@ -138,7 +146,7 @@ def _first_step(self:Engine, enc:Encoded, pre:Prefix, rows:list[int], attention:
     keys = torch.cat([torch.tensor(pre.ids, dtype=torch.long, device=dev).expand(B, -1), ids], 1)
     cache = None
     if pre.cache is not None:
-        cache = copy.deepcopy(pre.cache)
+        cache = _fork(pre.cache)
         if B > 1: cache.batch_repeat_interleave(B)
     inputs = dict(input_ids=ids) if pre.state is None else dict(inputs_embeds=f.embed(enc, rows, pre.state, ids))
     caps = list(captures) + ([image_share] if attention else [])
