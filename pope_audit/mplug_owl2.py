@@ -21,7 +21,7 @@ from transformers.models.llama.modeling_llama import (LlamaMLP, LlamaRMSNorm, Ll
                                                       apply_rotary_pos_emb, eager_attention_forward)
 from transformers.utils.output_capturing import capture_outputs
 from .core import InputError
-from .models import Encoded, Family, register_family
+from .models import Encoded, Family, bnb_config, register_family
 
 # %% auto #0
 __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOwl2VisionEmbeddings', 'MplugOwl2VisionAttention',
@@ -524,15 +524,11 @@ def load_mplug_owl2(src:str|Path, # hub id or folder
                     tokenizer=None, # default: the folder's own
                    ) -> tuple[MplugOwl2ForConditionalGeneration, MplugOwl2Processor]:
     "The model and its processor from a hub id or folder."
-    from transformers import BitsAndBytesConfig
     folder = converted_folder(src)
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     dtype = dtype or (torch.float16 if device.startswith('cuda') or quantization else torch.float32)
-    q = None
-    if quantization == 'nf4': q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype=torch.float16,
-                                                     bnb_4bit_use_double_quant=True)
-    elif quantization is not None: raise InputError(f'unknown quantization {quantization!r} (None or nf4)', field='quantization')
-    model = AutoModelForImageTextToText.from_pretrained(folder, quantization_config=q, dtype=dtype, device_map=device,
+    if quantization not in (None, 'nf4'): raise InputError(f'unknown quantization {quantization!r} (None or nf4)', field='quantization')
+    model = AutoModelForImageTextToText.from_pretrained(folder, quantization_config=bnb_config('nf4') if quantization else None, dtype=dtype, device_map=device,
                                                         attn_implementation=attn_implementation).eval()
     return model, MplugOwl2Processor.from_pretrained(folder, tokenizer)
 
@@ -563,8 +559,3 @@ class MplugOwl2(Family):
         pos = [i for i, t in enumerate(ids[0]) if t == self.image_token_id]
         if len(pos) != n: raise InputError(f'the prompt holds {len(pos)} visual tokens, the model takes {n}', field='template')
         return Encoded(ids, {k: v.to(self.device) for k, v in vision.items()}, (pos[0], pos[-1] + 1), pos[-1] + 1)
-
-    @staticmethod
-    def load_processor(folder, tokenizer=None) -> MplugOwl2Processor:
-        "The processor for a converted folder (what `load_adapter` needs instead of `AutoProcessor`)."
-        return MplugOwl2Processor.from_pretrained(folder, tokenizer)
