@@ -4,13 +4,13 @@
 
 # %% ../nbs/00_core.ipynb #eda64f79
 from __future__ import annotations
-import json, os, hashlib, tempfile
+import json, math, os, hashlib, tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
 # %% auto #0
 __all__ = ['LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'input_file', 'decode_line', 'read_jsonl', 'need',
-           'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'jsonable', 'dumps_strict',
+           'is_number', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'jsonable', 'dumps_strict',
            'set_logging', 'note', 'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
@@ -93,6 +93,10 @@ def need(obj:dict, fields:Iterable[str], file=None, line=None):
     "Raise `InputError` naming the first of `fields` missing from `obj`."
     for f in fields:
         if f not in obj or obj[f] is None: raise InputError('missing field', file, line, f)
+
+def is_number(v) -> bool:
+    "A finite int or float (a bool is not a number here)."
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
 # %% ../nbs/00_core.ipynb #9b792e0f
 def repair_jsonl_tail(path:str|os.PathLike) -> int:

@@ -13,10 +13,10 @@ from .core import InputError, need, read_jsonl, input_file
 
 # %% auto #0
 __all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA_ID_BLOCK', 'LLAVA_BLOCKS', 'KNOWN_VERSIONS',
-           'KNOWN_ID_LABELS', 'norm_qid', 'norm_label', 'split_from_name', 'read_objects', 'need_str', 'question_table',
-           'read_pope_file', 'read_pope_files', 'question_core', 'question_object', 'question_match', 'llava_key',
-           'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like', 'ImageFolder', 'split_digest',
-           'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
+           'KNOWN_ID_LABELS', 'norm_qid', 'checked_qid', 'norm_label', 'split_from_name', 'read_objects', 'need_str',
+           'question_table', 'read_pope_file', 'read_pope_files', 'question_core', 'question_object', 'question_match',
+           'llava_key', 'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like', 'ImageFolder',
+           'split_digest', 'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
 
 # %% ../nbs/01_data.ipynb #820fa62d
 SPLITS = ('adversarial', 'popular', 'random')
@@ -29,6 +29,11 @@ def norm_qid(v):
     if isinstance(v, numbers.Real) and float(v).is_integer(): return int(v)
     s = str(v).strip()
     return int(s) if re.fullmatch(r'-?\d+', s) else s
+
+def checked_qid(v, file=None, line=None, field='question_id'):
+    "`norm_qid(v)`, or an `InputError` for what no question id is (a JSON object, array or true/false)."
+    if isinstance(v, (dict, list, bool)): raise InputError(f'question id must be a number or a string, got {v!r}', file, line, field)
+    return norm_qid(v)
 
 def norm_label(v, file=None, line=None, field='label') -> str:
     "`'yes'`/`'no'` from a label, or an `InputError` naming where it came from."
@@ -75,9 +80,8 @@ def question_table(rows:Iterable[dict], file=None) -> pd.DataFrame:
     for r in rows:
         line = r.get('_line')
         for f in COLUMNS: need(r, [f], file, line)
-        if isinstance(r['question_id'], (dict, list, bool)): raise InputError(f"question id must be a number or a string, got {r['question_id']!r}", file, line, 'question_id')
         split = str(r['split'])
-        qid = norm_qid(r['question_id'])
+        qid = checked_qid(r['question_id'], file, line)
         if (split, qid) in seen:
             raise InputError(f'duplicate question id {qid!r} in split {split!r} (first seen on line {seen[split, qid]})', file, line, 'question_id')
         seen[split, qid] = line

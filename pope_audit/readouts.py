@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools, math, re
 from dataclasses import dataclass, fields
 from typing import Callable
-from .core import InputError, need
-from .data import norm_qid, norm_label
+from .core import InputError, need, is_number
+from .data import norm_label, need_str, checked_qid
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 
 # %% auto #0
@@ -62,11 +62,11 @@ class Record:
     @classmethod
     def from_dict(cls, d:dict, file=None, line=None) -> 'Record':
         "A record from its JSON form, checked."
-        need(d, ['split', 'question_id', 'image', 'question', 'label'], file, line)
+        need(d, ['split', 'question_id', 'image', 'question', 'label'], file, line); need_str(d, ['split'], file, line)
         if d.get('schema', SCHEMA) != SCHEMA: raise InputError(f"unknown record schema {d.get('schema')!r}", file, line, 'schema')
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
-        d['question_id'], d['label'] = norm_qid(d['question_id']), norm_label(d['label'], file, line)
+        d['question_id'], d['label'] = checked_qid(d['question_id'], file, line), norm_label(d['label'], file, line)
         if d.get('logits') is not None: d['logits'] = _logits(d['logits'], file, line)
         if d.get('corrections') is not None: d['corrections'] = _corrections(d['corrections'], file, line)
         return cls(**d)
@@ -78,7 +78,7 @@ def _logits(lg, file=None, line=None) -> dict[int, float]:
     for k, v in lg.items():
         try: i = int(k)
         except (ValueError, TypeError): raise InputError(f'logits: token id {k!r} is not an integer', file, line, 'logits') from None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_number(v):
             raise InputError(f'logits: the logit of id {i} must be a finite number, got {v!r}', file, line, 'logits')
         out[i] = float(v)
     return out
@@ -87,7 +87,7 @@ def _corrections(cs, file=None, line=None) -> dict:
     "Correction quantities checked: a JSON object from labels to objects holding finite numbers `delta` and `tau`."
     if not isinstance(cs, dict): raise InputError(f'corrections must map correction labels to their quantities, got a {type(cs).__name__}', file, line, 'corrections')
     for label, q in cs.items():
-        ok = isinstance(q, dict) and all(not isinstance(q.get(k), bool) and isinstance(q.get(k), (int, float)) and math.isfinite(q[k]) for k in ('delta', 'tau'))
+        ok = isinstance(q, dict) and all(is_number(q.get(k)) for k in ('delta', 'tau'))
         if not ok: raise InputError(f'corrections: {label!r} needs finite numbers delta and tau', file, line, 'corrections')
     return cs
 

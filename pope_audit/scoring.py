@@ -18,7 +18,7 @@ from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, score
 
 # %% auto #0
 __all__ = ['KINDS', 'TABLE_SUFFIXES', 'DECISIONS', 'NEEDS', 'read_table', 'detect_kind', 'JoinCheck', 'answer_text',
-           'read_llava_answers', 'read_lmms_log', 'read_vlmeval_table', 'parse_record', 'read_records',
+           'read_llava_answers', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
            'read_predictions', 'Answers', 'load_answers', 'check_readouts', 'predictions', 'score_predictions',
            'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
            'write_vlmeval_table', 'coverage', 'records_questions', 'score_summary', 'summary_text', 'summary_json']
@@ -252,16 +252,24 @@ def _check_ids(rec:Record, path, line):
     if rec.greedy_id is not None and not _is_id(rec.greedy_id):
         raise InputError(f'greedy_id must be a token id, got {rec.greedy_id!r}', path, line, 'greedy_id')
 
-def parse_record(raw:bytes, # one line of a records file, without its newline
-                 path, # the file, for errors
-                 i:int, # the line number, for errors
-                ) -> Record|None:
-    "The checked record on one line (`None` for a blank line): JSON object, record schema, answer text, id sets."
+def record_object(raw:bytes, # one line of a records file, without its newline
+                  path, # the file, for errors
+                  i:int, # the line number, for errors
+                 ) -> dict|None:
+    "The JSON object on one line of a records file (`None` for a blank line), or an `InputError` naming the line."
     line = decode_line(raw, path, i)
     if not line.strip(): return None
     try: o = json.loads(line)
     except json.JSONDecodeError as e: raise InputError(f'malformed JSON ({e.msg})', path, i) from None
     if not isinstance(o, dict): raise InputError('expected a JSON object', path, i)
+    return o
+
+def parse_record(raw:bytes, # one line of a records file, without its newline
+                 path, # the file, for errors
+                 i:int, # the line number, for errors
+                ) -> Record|None:
+    "The checked record on one line (`None` for a blank line): JSON object, record schema, answer text, id sets."
+    if (o := record_object(raw, path, i)) is None: return None
     rec = Record.from_dict(o, path, i)
     if rec.text is not None: answer_text(rec.text, path, i)
     _check_ids(rec, path, i)

@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import InputError, input_file, decode_line
+from .core import InputError, input_file
 from .readouts import Record, READOUTS, check_tie, exact_tie
 
 # %% auto #0
@@ -144,8 +144,9 @@ def export_parquet(run:str|os.PathLike, # a run folder or records.jsonl
                    out:str|os.PathLike|None=None, # the Parquet file (default: records.parquet beside the records)
                    batch:int=50_000, # records per row group
                   ) -> Path:
-    "Write a run's records as Parquet (schema above), checking each record as `read_records` does."
+    "Write a run's records as Parquet (schema above), each line checked to be a JSON object that `Record.from_dict` accepts."
     import pyarrow as pa, pyarrow.parquet as pq
+    from pope_audit.scoring import record_object
     src = Path(run); src = src/'records.jsonl' if src.is_dir() else src
     input_file(src, 'records file')
     out = Path(out) if out else src.with_suffix('.parquet')
@@ -154,10 +155,7 @@ def export_parquet(run:str|os.PathLike, # a run folder or records.jsonl
     with pq.ParquetWriter(tmp, schema) as w, open(src, 'rb') as f:
         for i, raw in enumerate(f, 1):
             if not raw.endswith(b'\n'): break                 # a torn last line: the run may still be writing
-            line = decode_line(raw.rstrip(b'\n'), src, i)
-            if not line.strip(): continue
-            try: o = json.loads(line)
-            except json.JSONDecodeError as e: raise InputError(f'malformed JSON ({e.msg})', src, i) from None
+            if (o := record_object(raw.rstrip(b'\n'), src, i)) is None: continue
             Record.from_dict(o, src, i)
             rows.append(_row(o))
             if len(rows) >= batch: w.write_table(pa.Table.from_pylist(rows, schema)); rows = []

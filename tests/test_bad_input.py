@@ -231,3 +231,20 @@ def test_question_fields_must_be_strings(tmp_path, capsys):
     ans = pope_file(tmp_path/'answers.jsonl', [{'question_id': 1, 'text': 'Yes'}])
     code, err = cli(capsys, 'score', ans, '--questions', f)
     assert code == 2 and "coco_pope_random.json:2: field 'text': must be a string" in err, err
+
+
+@pytest.mark.parametrize('line, message', [
+    ('null', "r.jsonl:2: expected a JSON object"),
+    ('[1, 2]', "r.jsonl:2: expected a JSON object"),
+    (json.dumps({**REC, 'question_id': 2, 'split': ['random']}), "r.jsonl:2: field 'split': must be a string"),
+    (json.dumps({**REC, 'question_id': [2]}), "r.jsonl:2: field 'question_id': question id must be a number or a string, got [2]"),
+    (json.dumps({**REC, 'question_id': True}), "r.jsonl:2: field 'question_id': question id must be a number or a string, got True"),
+])
+@pytest.mark.parametrize('command', [['score'], ['reconstruct'], ['export', '--parquet']])
+def test_damaged_record_line(tmp_path, capsys, line, message, command):
+    "A records line that is not an object, or whose split or id no question can have, stops every command that reads records."
+    f = tmp_path/'r.jsonl'
+    f.write_text(json.dumps(REC) + '\n' + line + '\n')
+    code, err = cli(capsys, command[0], f, *command[1:])
+    assert code == 2 and message in err and 'Traceback' not in err, err
+    assert not list(tmp_path.glob('*.parquet'))
