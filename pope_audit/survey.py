@@ -85,7 +85,7 @@ def plot_gains(E:pd.DataFrame|None=None, ax=None):
     for i, r in d.iterrows():
         c = DECODING_COLORS[r.decoding]
         ax.barh(i, r.gain, color=c if r.verified else 'none', edgecolor=c, hatch=None if r.verified else '///')
-        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=7)
+        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=7, bbox=dict(fc='white', ec='none', pad=0.5))   # readable across the marker lines
     ax.set_yticks(range(len(d)), [textwrap.fill(f'{m} ({dec})', 34) for m, dec in zip(d.method, d.decoding)], fontsize=7)
     top = ax.get_xaxis_transform()
     for x, ls, label in [(READOUT_GAP, '--', f'readout gap {READOUT_GAP}'), (BASELINE_SPREAD, ':', f'baseline spread {BASELINE_SPREAD}')]:
@@ -113,6 +113,8 @@ def plot_baselines(E:pd.DataFrame|None=None, ax=None):
     b = E.dropna(subset=['base']).drop_duplicates(['row_id', 'decoding', 'base'])
     ax = ax or plt.subplots(figsize=(6, 2.6))[1]
     sns.stripplot(b, x='base', y='decoding', hue='verified', palette={True: 'k', False: '#bbbbbb'}, size=7, jitter=0.15, ax=ax)
-    ax.axvline(PAPER_BASELINE, c='r', lw=1, ls='--'); ax.text(PAPER_BASELINE, -0.45, " paper's 82.21 (NF4)", color='r', fontsize=7)
+    ax.axvline(PAPER_BASELINE, c='r', lw=1, ls='--'); ax.text(PAPER_BASELINE, -0.45, f"paper's {PAPER_BASELINE} (NF4) ", color='r', fontsize=7, ha='right')
+    h, l = ax.get_legend_handles_labels()
+    ax.legend(h, [{'True': 'verified', 'False': 'unverified'}[x] for x in l], fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
     ax.set(xlabel='baseline adversarial F1', ylabel='', title='LLaVA-1.5-7B baselines by decoding setting')
     return ax
