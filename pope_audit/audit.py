@@ -21,7 +21,7 @@ from .synthetic import synthetic_benchmark
 # %% auto #0
 __all__ = ['TRANSFERRED', 'AUDIT_READOUTS', 'READOUT_NAMES', 'VERDICTS', 'transfer_verdict', 'model_probe', 'transfer_check',
            'transfer_warnings', 'precision_label', 'greedy_seen', 'audit_rows', 'manifest_probe', 'audit_table',
-           'audit_markdown', 'plot_audit', 'audit', 'shipped_models', 'audit_demo']
+           'audit_markdown', 'plot_audit', 'stderr_printer', 'audit', 'shipped_models', 'audit_demo']
 
 # %% ../nbs/16_audit.ipynb #a92b0733
 TRANSFERRED = {'two_token': LLAVA_TWO, 'eight_token': LLAVA_EIGHT}   # readouts that carry LLaVA-1.5's ids to any model
@@ -165,12 +165,17 @@ def plot_audit(t:pd.DataFrame, path:str|os.PathLike|None=None):
             v = wide.values[i, j]
             star = '*' if (*wide.index[i], wide.columns[j]) in bad else ''
             ax.text(j, i, '' if np.isnan(v) else f'{v:.3f}{star}', ha='center', va='center', fontsize=9)
-    ax.set_title('F1 by model and readout (0.667: the all-yes floor' + ('; *: transferred ids that do not reach the answer)' if bad else ')'))
+    ax.set_title('F1 by model and readout (0.667: the all-yes floor)' + ('\n*: transferred ids that do not reach the answer' if bad else ''))
     fig.tight_layout()
     if path is not None: fig.savefig(path, dpi=120); plt.close(fig)
     return fig
 
 # %% ../nbs/16_audit.ipynb #61a1d253
+def stderr_printer(quiet:bool, # print nothing
+                  ):
+    "A `print` to standard error, or a function that prints nothing when `quiet` (the audit's warnings, the precision audit's refusals)."
+    return (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
+
 def _names(models) -> dict[str, str]:
     "name → model for `models` given as a dict, `NAME=PATH` strings or paths (named by family or folder, made unique)."
     if isinstance(models, dict): return dict(models)
@@ -198,7 +203,8 @@ def audit(out:str|os.PathLike, # output folder
     models, runs = _names(models), _names(runs)
     if not models and not runs: raise InputError('nothing to audit: give models to run or run folders to read', field='models')
     if clash := set(models) & set(runs): raise InputError(f'the same name for a model and a run folder: {", ".join(sorted(clash))}', field='models')
-    warn = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
+    if models and questions is None: raise InputError('no questions for the models to answer: give a question table or question files', field='questions')
+    warn = stderr_printer(quiet)
     checks = [transfer_check(*model_probe(m, settings.get('template'), settings.get('revision')), n) for n, m in models.items()]
     checks += [transfer_check(*manifest_probe(_manifest(Path(r))), n) for n, r in runs.items()]
     check = pd.concat(checks, ignore_index=True)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_precision.ipynb #a54ed801
 from __future__ import annotations
-import importlib.util, os, sys, time
+import importlib.util, os, time
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -17,6 +17,7 @@ from .metrics import counted_yes, mcnemar_test, scores, confusion
 from .inference import run
 from .report import md_table
 from .synthetic import synthetic_benchmark
+from .audit import stderr_printer
 
 # %% auto #0
 __all__ = ['MODES', 'MARGIN_IDS', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'flips', 'paired_f1',
@@ -214,10 +215,12 @@ def precision_audit(out:str|os.PathLike, # output folder
     if not modes: raise InputError('no precision to run', field='precisions')
     if bad := [m for m in modes if m not in MODES]: raise InputError(f'unknown precision {bad[0]!r} (one of {", ".join(MODES)})', field='precisions')
     if bad := set(settings) & {'dtype', 'quantization', 'load_in_4bit'}: raise InputError(f'{sorted(bad)[0]} is set by each precision mode', field=sorted(bad)[0])
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr))
+    if questions is None: raise InputError('no questions for the model to answer: give a question table or question files', field='questions')
+    say = stderr_printer(quiet)
     folders, refused = _mode_runs(model, questions, images, out, sorted(modes, key=list(MODES).index), device, keep, quiet, settings)
     for m, why in refused.items(): say(f'refused: {m}: {why}')
-    if not folders: raise InputError('no precision could run here: ' + '; '.join(f'{m}: {w}' for m, w in refused.items()), field='precisions')
+    why_refused = '; '.join(f'{m}: {w}' for m, w in refused.items())
+    if not folders: raise InputError('no precision could run here: ' + why_refused, field='precisions')
     runs = {m: read_records(f) for m, f in folders.items()}
     t, gap, mc = compare_runs(runs, n_boot, seed), gap_table(runs, n_boot=n_boot, seed=seed), largest_margin_changes(runs)
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +232,7 @@ def precision_audit(out:str|os.PathLike, # output folder
                ' — WARNING: this machine is not deterministic; treat changes of this size as noise'))
     summ = precision_summary(t)
     md = ['# Precision audit', f'Model: {model}. Reference: {ref}. Questions: {t[t["mode"] == ref].groupby("split").n.first().to_dict()}.',
-          control, ('Refused: ' + '; '.join(f'{m}: {w}' for m, w in refused.items())) if refused else 'Every precision asked for ran.',
+          control, ('Refused: ' + why_refused) if refused else 'Every precision asked for ran.',
           '## Decisions and F1 against the reference', md_table(summ),
           '## The readout gap, F1(derived) − F1(two_token), by precision', md_table(gap),
           '## Largest changes of the derived margin', md_table(mc)]
