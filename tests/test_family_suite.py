@@ -5,7 +5,8 @@ Items 1 (frozen prompt) live in `test_prompt_snapshots.py`; the rest are here.
 """
 import pytest, torch
 from pope_audit.engine import Engine, reference_logits
-from pope_audit.models import FAMILIES, load_adapter, load_ports, quantization_in_effect, bnb_config
+from transformers import BitsAndBytesConfig
+from pope_audit.models import FAMILIES, load_adapter, load_ports, quantization_in_effect
 from pope_audit.inference import run
 from pope_audit.scoring import read_records, score_records
 from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images
@@ -20,8 +21,8 @@ def family(name):
 
 
 def test_every_registered_family_is_in_the_suite():
-    load_ports()
     "A family registered without a tiny builder here has not passed the checklist (experimental ones are listed apart)."
+    load_ports()
     missing = {n for n, c in FAMILIES.items() if not c.experimental} - set(BUILDERS)
     assert not missing, f'families without a suite entry: {missing}'
 
@@ -39,17 +40,17 @@ def test_layout_prefix_continuation_attention(shared, name):
         ref = reference_logits(f, img, q)
         assert r['greedy_id'] == int(ref.argmax())
         assert max(abs(v - float(ref[i])) for i, v in r['logits'].items()) < 1e-4
+        inp = f.full_inputs(img, q)
         with torch.no_grad():
-            inp = f.full_inputs(img, q)
             g = f.model.generate(**inp, max_new_tokens=3, do_sample=False)[0]
             g = g[inp['input_ids'].shape[1]:] if g.shape[0] > 3 else g
         assert r['text'] == f.tokenizer.decode(g, skip_special_tokens=True).strip()
         f.model.set_attn_implementation('eager')
         try:
-            with torch.no_grad(): out = f.model(**f.full_inputs(img, q), output_attentions=True)
+            with torch.no_grad(): out = f.model(**inp, output_attentions=True)
         finally: f.model.set_attn_implementation('sdpa')
         att = out.attentions if getattr(out, 'attentions', None) else out.language_model_outputs.attentions
-        keys = f.full_inputs(img, q)['input_ids'][0] == f.image_token_id
+        keys = inp['input_ids'][0] == f.image_token_id
         ref_share = [float(w[0, :, -1, :].mean(0)[keys].sum()) for w in att]
         assert max(abs(a - b) for a, b in zip(r['attention']['per_layer'], ref_share)) < 1e-5
 
@@ -59,7 +60,7 @@ def test_4bit_probe_and_run(shared, name, tmp_path, pope):
     "Items 6-7: NF4 loading on the CPU runs and says NF4; the probe's derived set is non-empty; run writes records that score."
     folder = save_tiny(name, tmp_path/'model')
     # bitsandbytes' CPU 4-bit kernels need in_features % 64 == 0; tiny Qwen2-VL's vision tower is 32 wide (real ones are not)
-    skip = dict(model_args=dict(quantization_config=bnb_config('nf4').__class__(load_in_4bit=True, bnb_4bit_quant_type='nf4',
+    skip = dict(model_args=dict(quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4',
                 llm_int8_skip_modules=['model.visual', 'lm_head']))) if name == 'qwen2-vl' else {}
     q4 = load_adapter(str(folder), load_in_4bit=True, **skip)
     assert quantization_in_effect(q4.model)['quant_type'] == 'nf4'
