@@ -91,11 +91,12 @@ def flip_margins(records, a:str='derived', b:str='two_token', b_ids:dict|None=No
                              flipped=[READOUTS[a](r) != READOUTS[b](r) for r in records]))
 
 def plot_flip_margins(fm:pd.DataFrame, ax=None, title:str=''):
-    "Histogram of the decoder's margin for flipped vs unflipped questions."
+    "Histogram of the decoder's margin, flipped questions stacked on unflipped ones (each bin's height: all its questions)."
     import matplotlib.pyplot as plt, seaborn as sns
     ax = ax or plt.subplots(figsize=(6, 3.2))[1]
     sns.histplot(fm.assign(decision=fm.flipped.map({True: 'flipped', False: 'same'})), x='margin', hue='decision', bins=40,
-                 ax=ax, hue_order=['same', 'flipped'], multiple='layer', stat='count')
+                 ax=ax, hue_order=['same', 'flipped'], multiple='stack', stat='count')
     ax.axvline(0, color='k', lw=0.8)
+    sns.move_legend(ax, 'upper center')   # over the tie line, where neither example has tall bars
     ax.set(xlabel='decoder margin: max derived-yes logit − max derived-no logit', title=title or 'where the flips lie')
     return ax
