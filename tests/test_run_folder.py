@@ -111,3 +111,29 @@ def test_model_config_file_and_demo_without_images(tiny_dirs, tmp_path, capsys, 
     assert code == 2 and 'give the model folder, not a file inside it' in err
     code, err = cli(capsys, 'demo', '--out', tmp_path/'demo', '--images', '0')
     assert code == 2 and 'the demo needs at least one image' in err
+
+
+@pytest.mark.parametrize('config, extra, message', [
+    ('splits: random\n', [], "field 'splits': must be a list of split names, got 'random'"),
+    ('corrections: 7\n', [], "field 'corrections': must be a list of corrections, got 7"),
+    ('attention: 3\n', [], "field 'attention': must be true or false, got 3"),
+    ('bogus_key: 1\n', [], "field 'bogus_key': unknown run setting(s): bogus_key"),
+    ('{}\n', ['--model-args', 'foo=bar'], "unexpected keyword argument 'foo'"),
+    ('{}\n', ['--model-args', '=1'], "field 'model_args': family options and model arguments are key=value settings"),
+    ('{}\n', ['--model-args', 'dtype=float16'], "field 'model_args': dtype is a run setting of its own"),
+    ('{}\n', ['--processes', '0'], "field 'processes': must be a whole number of at least 1, got 0"),
+])
+def test_bad_config_values_and_model_args_exit_2(setup, tmp_path, capsys, config, extra, message):
+    args, _ = setup
+    (tmp_path/'c.yaml').write_text(config)
+    code, err = cli(capsys, *args(tmp_path/'run'), '--config', tmp_path/'c.yaml', *extra)
+    assert code == 2 and message in err, err
+    assert not (tmp_path/'run'/'manifest.json').exists()
+
+
+def test_an_images_folder_that_is_a_file_exits_2(setup, tmp_path, capsys):
+    args, images = setup
+    code, err = cli(capsys, *args(tmp_path/'run', images=next(images.iterdir())))
+    assert code == 2 and "field 'images': the image folder is a file" in err, err
+    code, err = cli(capsys, *args(tmp_path/'run', images=tmp_path/'nowhere'))
+    assert code == 2 and "field 'images': the image folder does not exist" in err, err
