@@ -433,14 +433,24 @@ def parser() -> argparse.ArgumentParser:
 
 def out_path(path:str, # the --out given
              folder:bool=True, # a folder (else a file) is wanted
+             field:str='out', # the option, for the error
             ) -> Path:
     "Refuse an output path that is the wrong kind (a file for a folder, or the reverse) or lies below a file; create nothing."
     p, what = Path(path), 'folder' if folder else 'file'
-    if p.exists() and p.is_dir() != folder: raise InputError(f"the output {what} is a {'file' if folder else 'folder'}", p, field='out')
+    if p.exists() and p.is_dir() != folder: raise InputError(f"the output {what} is a {'file' if folder else 'folder'}", p, field=field)
     for q in p.parents:
         if q.exists():
-            if not q.is_dir(): raise InputError(f'the output {what} lies below a file ({q})', p, field='out')
+            if not q.is_dir(): raise InputError(f'the output {what} lies below a file ({q})', p, field=field)
             break
+    return p
+
+def _log_file(path:str) -> Path:
+    "The --log-file, checked before any work: notes append to it, so its folder is made and it is opened once here."
+    p = out_path(path, folder=False, field='log-file')
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, 'a', encoding='utf-8'): pass
+    except OSError as e: raise InputError(f'cannot write the log file ({e.strerror})', p, field='log-file') from None
     return p
 
 def main(argv=None):
@@ -452,6 +462,7 @@ def main(argv=None):
     if a.cmd is None: p.print_help(); return
     set_logging(a.quiet, a.verbose, a.log_file)
     try:
+        if a.log_file: _log_file(a.log_file)
         if getattr(a, 'out', None): out_path(a.out, folder=a.cmd != 'export')    # before any work: a bad --out wastes no run
         res = a.fn(a)
     except InputError as e:
