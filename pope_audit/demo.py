@@ -51,7 +51,8 @@ def demo_summary(out:str|os.PathLike, # the demo's output folder
     if {'derived', 'two_token'} <= set(per.index):
         gap = (per.loc['derived'] - per.loc['two_token']) * 100
         lines.append('readout gap (derived − two_token), points: ' + ', '.join(f'{s} {v:.2f}' for s, v in gap.items()))
-    if (Path(out)/'run'/'manifest.json').exists() and json.loads((Path(out)/'run'/'manifest.json').read_text())['identity'].get('corrections'):
+    man = Path(out)/'run'/'manifest.json'
+    if man.exists() and json.loads(man.read_text())['identity'].get('corrections'):
         from pope_audit.corrections import run_controls
         t = run_controls(Path(out)/'run').set_index(['readout', 'split'])
         lines.append('corrections, adversarial split: F1 (yes-rate; F1 of a constant offset at that yes-rate; McNemar p against the baseline):')
