@@ -8,7 +8,7 @@ import json, math, os
 from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
-from .core import atomic_write
+from .core import InputError, atomic_write
 
 # %% auto #0
 __all__ = ['CLASSES', 'THEMES', 'THEME_WEIGHTS', 'FREQ', 'CLASS_COLORS', 'make_scenes', 'draw_shape', 'annotations_by_image',
@@ -132,7 +132,6 @@ def write_images(coco:dict, folder:str|os.PathLike) -> Path:
 def synthetic_benchmark(folder:str|os.PathLike, n_images:int=500, seed:int=2026) -> tuple:
     "Write a synthetic POPE (images, `annotations.json`, three split files) to `folder`; return (questions, image folder)."
     if isinstance(n_images, bool) or not isinstance(n_images, int) or n_images < 1:    # every demo builds its benchmark here
-        from pope_audit.core import InputError
         raise InputError(f'the demo needs at least one image, got {n_images!r}', field='images')
     from pope_audit.builder import build_pope, write_pope
     folder = Path(folder)
