@@ -56,6 +56,7 @@ def test_audit_two_families_resumable(tiny_dirs, bench, tmp_path, capsys):
 def test_audit_refuses(tmp_path):
     with pytest.raises(InputError, match='nothing to audit'): audit(tmp_path)
     with pytest.raises(InputError, match='not a run folder'): audit_table([tmp_path])
+    with pytest.raises(InputError, match='no questions for the models to answer'): audit(tmp_path, models=['/nonexistent/model'])
 
 
 def test_audit_command(tiny_dirs, bench, tmp_path, capsys):

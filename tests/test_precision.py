@@ -64,6 +64,11 @@ def test_refused_modes_say_why(tiny, bench, tmp_path, monkeypatch, capsys):
     with pytest.raises(InputError, match="unknown precision 'fp8'"): precision_audit(tmp_path, 'm', ['fp8'])
 
 
+def test_no_questions_refused_before_any_mode_runs(tmp_path):
+    with pytest.raises(InputError, match='no questions for the model to answer'): precision_audit(tmp_path, '/nonexistent/model', ['fp32'])
+    assert not (tmp_path/'runs').exists()
+
+
 def test_keep_leaves_small_modules_unquantised(tiny_dirs, bench, tmp_path):
     "The tiny Qwen2-VL's 32-wide vision tower cannot be 4-bit on a CPU: refused with the reason, then run with keep."
     qs, imgs = bench
