@@ -96,13 +96,13 @@ def plot_attention(t:pd.DataFrame, # `attention_table` output
                    ax=None, title:str=''):
     "Distributions of the image share of attention for correct and wrong answers, with each group's n and mean."
     import matplotlib.pyplot as plt, seaborn as sns
-    ax = ax or plt.subplots(figsize=(6, 3))[1]
+    ax = ax or plt.subplots(figsize=(8.5, 3))[1]    # room for the legend beside the axes
     for ok, name, colour in [(True, 'correct', 'C0'), (False, 'wrong', 'C3')]:
         v = t.image_share[t.correct == ok]
         if v.empty: continue
         lab = f'{name} (n = {len(v):,}, mean {v.mean():.3f})'
         if v.nunique() > 1: sns.kdeplot(x=v, fill=True, color=colour, alpha=0.3, ax=ax, label=lab)
         ax.axvline(v.mean(), color=colour, ls='--', lw=1.2, label=None if v.nunique() > 1 else lab)
-    ax.legend(loc='upper left', fontsize='small', title='answer (dashed: mean)', title_fontsize='small')
+    ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1), fontsize='small', title='answer (dashed: mean)', title_fontsize='small')   # outside: the curves fill the axes
     ax.set(xlabel="share of the answer position's attention on image tokens", title=title or 'attention on the image')
     return ax
