@@ -31,8 +31,12 @@ def line_ranges(path:str|os.PathLike, # a JSON Lines file
         cuts.append(size)
         if size:
             f.seek(max(0, size - 1)); last = f.read(1)
-            if last != b'\n':
-                f.seek(0); data_end = f.read().rfind(b'\n') + 1
+            if last != b'\n':                      # the last newline, found from the end in 1 MiB steps (never the whole file in memory)
+                data_end, pos = 0, size
+                while pos > 0:
+                    a = max(0, pos - (1 << 20)); f.seek(a); k = f.read(pos - a).rfind(b'\n')
+                    if k >= 0: data_end = a + k + 1; break
+                    pos = a
                 cuts = [min(c, data_end) for c in cuts]
         out, line = [], 1
         for a, b in zip(cuts, cuts[1:]):
