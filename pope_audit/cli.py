@@ -207,7 +207,12 @@ def cmd_reconstruct(a):
 
 def cmd_report(a):
     from pope_audit.report import write_report
-    if Path(a.run).is_dir() and (Path(a.run)/'records.jsonl').exists(): page = write_report(a.run, a.out)
+    if Path(a.run).is_dir() and (Path(a.run)/'records.jsonl').exists():
+        given = [f for f, v in (('--kind', a.kind), ('--split', a.split), ('--questions', a.questions), ('--labels', a.labels),
+                                ('--splits', a.splits)) if v]
+        if given: raise InputError(f"{', '.join(given)}: for an answer file; the report of a run folder covers the whole run "
+                                   "(score it to choose splits)", a.run, field=given[0].lstrip('-'))
+        page = write_report(a.run, a.out)
     else:
         if not a.out: raise InputError('give --out for the report of an answer file (it is not a run folder)', a.run, field='out')
         ans = _answers(a, a.run)
