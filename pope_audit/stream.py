@@ -136,6 +136,16 @@ def parquet_schema():
                       pa.field('topk', pa.list_(pa.int64())), pa.field('logsumexp', pa.float64()), pa.field('margin', pa.float64()),
                       *(pa.field(n, pa.string()) for n in PARQUET_JSON)])
 
+def _typed(o:dict, path, line):
+    "Refuse, by field, a value that the schema's number columns cannot hold (Arrow would fail mid-write, naming no line)."
+    def whole(v): return isinstance(v, int) and not isinstance(v, bool)
+    for f in ('greedy_id', 'batch_size'):
+        if o.get(f) is not None and not whole(o[f]): raise InputError(f'{f} must be a whole number, got {o[f]!r}', path, line, f)
+    for f in ('logsumexp', 'margin'):
+        if o.get(f) is not None and (isinstance(o[f], bool) or not isinstance(o[f], (int, float))): raise InputError(f'{f} must be a number, got {o[f]!r}', path, line, f)
+    if o.get('topk') is not None and not (isinstance(o['topk'], list) and all(map(whole, o['topk']))):
+        raise InputError(f"topk must be a list of token ids, got {json.dumps(o['topk'], default=str)[:60]}", path, line, 'topk')
+
 def _row(o:dict) -> dict:
     lg = o.get('logits') or {}
     row = {n: (None if o.get(n) is None else str(o[n])) for n in PARQUET_STRINGS}
@@ -156,13 +166,15 @@ def export_parquet(run:str|os.PathLike, # a run folder or records.jsonl
     out = Path(out) if out else src.with_suffix('.parquet')
     tmp = out.with_name('.' + out.name + '.part')
     schema, rows = parquet_schema(), []
-    with pq.ParquetWriter(tmp, schema) as w, open(src, 'rb') as f:
-        for i, raw in enumerate(f, 1):
-            if not raw.endswith(b'\n'): break                 # a torn last line: the run may still be writing
-            if (o := record_object(raw.rstrip(b'\n'), src, i)) is None: continue
-            Record.from_dict(o, src, i)
-            rows.append(_row(o))
-            if len(rows) >= batch: w.write_table(pa.Table.from_pylist(rows, schema)); rows = []
-        if rows: w.write_table(pa.Table.from_pylist(rows, schema))
+    try:
+        with pq.ParquetWriter(tmp, schema) as w, open(src, 'rb') as f:
+            for i, raw in enumerate(f, 1):
+                if not raw.endswith(b'\n'): break                 # a torn last line: the run may still be writing
+                if (o := record_object(raw.rstrip(b'\n'), src, i)) is None: continue
+                Record.from_dict(o, src, i); _typed(o, src, i)
+                rows.append(_row(o))
+                if len(rows) >= batch: w.write_table(pa.Table.from_pylist(rows, schema)); rows = []
+            if rows: w.write_table(pa.Table.from_pylist(rows, schema))
+    except BaseException: tmp.unlink(missing_ok=True); raise      # no half-written file left beside the records
     os.replace(tmp, out)
     return out

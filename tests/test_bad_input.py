@@ -248,3 +248,17 @@ def test_damaged_record_line(tmp_path, capsys, line, message, command):
     code, err = cli(capsys, command[0], f, *command[1:])
     assert code == 2 and message in err and 'Traceback' not in err, err
     assert not list(tmp_path.glob('*.parquet'))
+
+
+@pytest.mark.parametrize('field, value, message', [
+    ('greedy_id', 'x', "r.jsonl:2: field 'greedy_id': greedy_id must be a whole number, got 'x'"),
+    ('margin', 'x', "r.jsonl:2: field 'margin': margin must be a number, got 'x'"),
+    ('topk', 'x', "r.jsonl:2: field 'topk': topk must be a list of token ids"),
+])
+def test_export_refuses_what_parquet_cannot_hold(tmp_path, capsys, field, value, message):
+    "A value the Parquet schema's number columns cannot hold is named by line and field, and no half-written file remains."
+    f = tmp_path/'r.jsonl'
+    f.write_text(json.dumps(REC) + '\n' + json.dumps({**REC, 'question_id': 2, field: value}) + '\n')
+    code, err = cli(capsys, 'export', f, '--parquet')
+    assert code == 2 and message in err and 'Traceback' not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['r.jsonl']
