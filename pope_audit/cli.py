@@ -165,6 +165,8 @@ def cmd_run(a):
         from pope_audit.parallel import launch
         from pope_audit.runconfig import RunFolder
         RunFolder(a.out).lock().unlock()                          # a folder in use is refused here, with exit 2, before any worker starts
+        from pope_audit.inference import select_work
+        select_work(a.questions, a.images, cfg, a.labels)          # so are bad questions or images, once, not in every worker
         if code := launch(a._argv, cfg.processes): sys.exit(code)
         out = Path(a.out)
     else:

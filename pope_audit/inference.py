@@ -21,7 +21,7 @@ from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff
                                   image_hashes, images_identity, _now)
 
 # %% auto #0
-__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'run']
+__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'select_work', 'run']
 
 # %% ../nbs/06_inference.ipynb #18f69024
 def plan(questions:pd.DataFrame) -> list[tuple[str, list[str], list[list[int]]]]:
@@ -69,8 +69,9 @@ def _images(images):
     if not p.exists(): raise InputError('the image folder does not exist', p, field='images')
     return ImageFolder(p)
 
-def _select(questions, images, cfg, labels):
-    "The question table this run answers, and the image source."
+def select_work(questions, images, cfg, labels):
+    "The question table this run answers, and the image source (bad questions or images refused here)."
+    if questions is None: raise InputError('no questions given', field='questions')
     source = None
     if not isinstance(questions, pd.DataFrame):
         source = ', '.join(map(str, questions))
@@ -121,7 +122,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     if out is None: raise InputError('an output folder is required', field='out')
     cfg = config or from_settings(model.name if isinstance(model, Family) else str(model), **settings)
     corrections = make_corrections(cfg.corrections)
-    questions, imgs = _select(questions, images, cfg, labels)
+    questions, imgs = select_work(questions, images, cfg, labels)
     w = world()
     family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
         attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)

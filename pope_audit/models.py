@@ -361,6 +361,9 @@ def load_adapter(src:str, # hub id or local folder
     quantization = quantization or ('nf4' if load_in_4bit else None)
     if dtype is not None and dtype not in DTYPES: raise InputError(f'unknown dtype {dtype!r} (one of {", ".join(DTYPES)})', field='dtype')
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
+    try: dev = torch.device(device)
+    except RuntimeError: raise InputError(f'unknown device {device!r} (cpu, cuda, cuda:0, …)', field='device') from None
+    if dev.type == 'cuda' and not torch.cuda.is_available(): raise InputError(f'device {device!r}: this torch sees no CUDA device', field='device')
     dt = getattr(torch, dtype) if dtype else (torch.float16 if device.startswith('cuda') or quantization else torch.float32)
     kw = dict(dtype=dt, attn_implementation=attn_implementation, revision=revision)
     if own := sorted(set(model_args or {}) & set(kw)): raise InputError(f'{own[0]} is a run setting of its own, not a model argument', field='model_args')
@@ -371,6 +374,9 @@ def load_adapter(src:str, # hub id or local folder
     except TypeError as e:
         if not model_args or 'unexpected keyword argument' not in str(e): raise
         raise InputError(f'a model argument is not one from_pretrained takes ({e})', field='model_args') from None
+    except ValueError as e:
+        if f'attn_implementation="{attn_implementation}"' not in str(e): raise
+        raise InputError(f'attention implementation {attn_implementation!r} is not one this model supports (e.g. sdpa, eager)', field='attn_implementation') from None
     return cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
 
 # %% ../nbs/05_models.ipynb #5d8f7d5d

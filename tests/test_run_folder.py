@@ -70,6 +70,8 @@ def test_environment_changes_are_reported_not_refused(setup, tmp_path, capsys):
     (['--limit', '0'], "field 'limit': must be a whole number of at least 1"),
     (['--limit', '-1'], "field 'limit': must be a whole number of at least 1"),
     (['--topk', '40000'], "field 'topk': top-k 40000 exceeds the vocabulary"),
+    (['--device', 'nosuch'], "field 'device': unknown device 'nosuch'"),
+    (['--attn-implementation', 'nosuch'], "field 'attn_implementation': attention implementation 'nosuch' is not one this model supports"),
 ])
 def test_bad_options_are_refused_before_the_manifest(setup, tmp_path, capsys, extra, message):
     args, _ = setup
@@ -136,4 +138,6 @@ def test_an_images_folder_that_is_a_file_exits_2(setup, tmp_path, capsys):
     code, err = cli(capsys, *args(tmp_path/'run', images=next(images.iterdir())))
     assert code == 2 and "field 'images': the image folder is a file" in err, err
     code, err = cli(capsys, *args(tmp_path/'run', images=tmp_path/'nowhere'))
+    assert code == 2 and "field 'images': the image folder does not exist" in err, err
+    code, err = cli(capsys, *args(tmp_path/'run', images=tmp_path/'nowhere'), '--processes', '2')    # refused before any worker starts
     assert code == 2 and "field 'images': the image folder does not exist" in err, err
