@@ -11,11 +11,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from .core import InputError, atomic_write, sha256_file
+from .core import InputError, atomic_write, sha256_file, is_number
 from .synthetic import CLASSES, make_scenes, render_all, annotations_by_image
 from .tinyvlm import ASSETS_ROOT, TRAINED, CLIP_MEAN, CLIP_STD
 import pope_audit.readouts   # first: importing the corrections module on its own goes round a circle through this one
-from .corrections import Correction, register_correction, ImageWork, yes_no_margin, auroc, is_number
+from .corrections import Correction, register_correction, ImageWork, yes_no_margin, auroc
 
 # %% auto #0
 __all__ = ['NOUN', 'TINY_CLIP', 'SPECIAL', 'PROMPT_WORDS', 'PROMPTS', 'CLIP_ASSET', 'REAL_CLIP', 'object_noun', 'crop_boxes',

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image
-from .core import InputError
+from .core import InputError, is_number
 from .models import Family, Encoded
 from .engine import Engine, Prefix
 from .tokens import Template
@@ -18,11 +18,11 @@ from .readouts import READOUTS, _max, correction_labels
 # %% auto #0
 __all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'METHODS', 'DEFECTS', 'TABLE_SPECS', 'TABLE_COLS',
            'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction',
-           'is_number', 'check_apc_beta', 'Correction', 'parse_value', 'load_methods', 'parse_correction',
-           'make_corrections', 'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise',
-           'VCD', 'disturbed', 'ICD', 'image_free', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc',
-           'needed_ratio', 'correction_frame', 'yes_push', 'controls', 'offset_curve', 'plot_controls',
-           'counts_from_printed', 'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
+           'check_apc_beta', 'Correction', 'parse_value', 'load_methods', 'parse_correction', 'make_corrections',
+           'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed',
+           'ICD', 'image_free', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio',
+           'correction_frame', 'yes_push', 'controls', 'offset_curve', 'plot_controls', 'counts_from_printed',
+           'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -95,10 +95,6 @@ def register_correction(cls:type) -> type:
     return cls
 
 def _fmt(v) -> str: return 'none' if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-
-def is_number(v) -> bool:
-    "A finite int or float (a bool is not a number here): what a numeric parameter must be."
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
 def check_apc_beta(name:str, b):
     "Refuse a plausibility-constraint β outside (0, 1] (none switches the constraint off)."

@@ -4,13 +4,13 @@
 
 # %% ../nbs/15a_grounding.ipynb #82fc6122
 from __future__ import annotations
-import copy, math
+import math
 import torch
-from .core import InputError
+from .core import InputError, is_number
 from .models import Encoded
-from .engine import Prefix, attention_scope
+from .engine import Prefix, attention_scope, _fork
 from .corrections import (Correction, ImageWork, register_correction, yes_no_margin, contrast_quantities,
-                                    image_free, batched_logits, is_number, check_apc_beta)
+                                    image_free, batched_logits, check_apc_beta)
 
 # %% auto #0
 __all__ = ['LAYERS_32', 'DEPTH', 'SPATIAL_WORDS', 'layer_range', 'check_depth', 'key_positions', 'image_end_prefix', 'Route',
@@ -54,7 +54,7 @@ def image_end_prefix(w:ImageWork) -> Prefix:
         pre, e = w.pre, w.enc.span[1]
         if len(pre.ids) <= e: w._image_end = pre
         else:
-            cache = copy.deepcopy(pre.cache); cache.crop(-(len(pre.ids) - e))     # transformers 5: a negative count of tokens to drop
+            cache = _fork(pre.cache); cache.crop(-(len(pre.ids) - e))     # the prefix's own cache untouched; transformers 5 crops by a negative count
             w._image_end = Prefix(pre.ids[:e], cache, pre.next_pos - (len(pre.ids) - e))
     return w._image_end
 
