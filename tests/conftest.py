@@ -34,3 +34,10 @@ def run_trained(folder, specs, n_images, seed=11, family='llava15'):
     model = str(tiny_vlm_dir(family))
     out = run(model, qs, imgs, folder/'run', batch_size=4, max_new_tokens=1, progress=False, corrections=specs)
     return load_adapter(model), out, imgs
+
+
+@pytest.fixture(scope='session')
+def bench(tmp_path_factory):
+    "Eight scenes of the built-in benchmark: (questions, image folder)."
+    from pope_audit.synthetic import synthetic_benchmark
+    return synthetic_benchmark(tmp_path_factory.mktemp('bench'), n_images=8)

@@ -3,13 +3,7 @@ import json
 import pandas as pd
 import pytest
 from pope_audit.audit import audit, model_probe, transfer_check, transfer_warnings, audit_table, AUDIT_READOUTS
-from pope_audit.synthetic import synthetic_benchmark
 from pope_audit.core import InputError
-
-
-@pytest.fixture(scope='module')
-def bench(tmp_path_factory):
-    return synthetic_benchmark(tmp_path_factory.mktemp('bench'), n_images=8)
 
 
 def test_transfer_predicted_from_config_and_processor(tiny_dirs):

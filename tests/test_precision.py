@@ -3,7 +3,6 @@ import json
 import pandas as pd
 import pytest
 from pope_audit.precision import precision_audit, mode_support, MODES
-from pope_audit.synthetic import synthetic_benchmark
 from pope_audit.core import InputError
 
 
@@ -11,11 +10,6 @@ from pope_audit.core import InputError
 def tiny():
     from pope_audit.tinyvlm import tiny_vlm_dir
     return str(tiny_vlm_dir('llava15'))
-
-
-@pytest.fixture(scope='module')
-def bench(tmp_path_factory):
-    return synthetic_benchmark(tmp_path_factory.mktemp('bench'), n_images=8)
 
 
 def test_every_mode_on_cpu_with_control(tiny, bench, tmp_path):
