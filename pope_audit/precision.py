@@ -20,8 +20,8 @@ from .synthetic import synthetic_benchmark
 from .audit import stderr_printer
 
 # %% auto #0
-__all__ = ['MODES', 'MARGIN_IDS', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'flips', 'paired_f1',
-           'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'mode_settings',
+__all__ = ['MODES', 'MARGIN_IDS', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'cpu_4bit_accepts', 'flips',
+           'paired_f1', 'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'mode_settings',
            'precision_summary', 'precision_audit', 'precision_demo', 'modes_that_fit']
 
 # %% ../nbs/17_precision.ipynb #9f6ea97b
@@ -39,6 +39,20 @@ def mode_support(mode:str, # one of `MODES`
         if importlib.util.find_spec('bitsandbytes') is None: return 'bitsandbytes is not installed (pip install bitsandbytes)'
     if mode == 'bf16' and cuda and not torch.cuda.is_bf16_supported(): return 'this GPU has no bfloat16 arithmetic'
     return None
+
+# %% ../nbs/17_precision.ipynb #e45ab355
+def cpu_4bit_accepts(width:int, # in and out features of the test layer
+                    ) -> bool:
+    "Whether bitsandbytes runs an inference forward of a `width`-wide NF4 layer on this machine's CPU."
+    import bitsandbytes as bnb
+    layer = bnb.nn.Linear4bit(width, width, quant_type='nf4', compute_dtype=torch.float32)
+    layer.load_state_dict(torch.nn.Linear(width, width).state_dict())
+    layer = layer.to('cpu').eval()      # quantised on the move; eval + inference mode take the kernel path a run takes
+    try:
+        with torch.inference_mode(): layer(torch.zeros(1, width))
+        return True
+    except RuntimeError: return False
+
 
 # %% ../nbs/17_precision.ipynb #a4e058dc
 def flips(ref, other) -> dict[str, int]:
@@ -166,13 +180,14 @@ def _mode_runs(model, questions, images, out, modes, device, keep, quiet, settin
     "Run each mode (refusing what cannot run), then the reference again; mode → run folder, and mode → reason refused."
     folders, refused = {}, {}
     go = lambda m, name: run(model, questions, images, out/'runs'/name, device=device, progress=not quiet, **mode_settings(m, keep, settings))
+    dev = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     for m in modes:
-        if (why := mode_support(m, device or ('cuda:0' if torch.cuda.is_available() else 'cpu'))): refused[m] = why; continue
+        if (why := mode_support(m, dev)): refused[m] = why; continue
         try: folders[m] = go(m, m)
         except InputError: raise
         except Exception as e:
-            hint = (" (bitsandbytes' 4-bit CPU kernels need layer widths that are multiples of 64: leave the small modules "
-                    "unquantised with keep, e.g. model.visual)") if m == 'nf4' and not keep else ''
+            hint = (" (bitsandbytes' 4-bit kernels on this CPU need layer widths that are multiples of 64: leave the small "
+                    "modules unquantised with keep, e.g. model.visual)") if m == 'nf4' and not keep and dev == 'cpu' and not cpu_4bit_accepts(32) else ''
             refused[m] = f'failed to load or run: {type(e).__name__}: {str(e).splitlines()[0][:200]}{hint}'
     if folders:
         ref = next(iter(folders))

@@ -64,16 +64,31 @@ def test_no_questions_refused_before_any_mode_runs(tmp_path):
 
 
 def test_keep_leaves_small_modules_unquantised(tiny_dirs, bench, tmp_path):
-    "The tiny Qwen2-VL's 32-wide vision tower cannot be 4-bit on a CPU: refused with the reason, then run with keep."
+    "The tiny Qwen2-VL's 32-wide vision tower in 4-bit: refused with the reason where this CPU cannot run it, run where it can; with keep it runs everywhere."
+    from pope_audit.precision import cpu_4bit_accepts
     qs, imgs = bench
     kw = dict(questions=qs, images=imgs, device='cpu', n_boot=0, limit=2, max_new_tokens=2, quiet=True)
     t = precision_audit(tmp_path/'plain', str(tiny_dirs['qwen2-vl']), ['fp32', 'nf4'], **kw)
-    assert set(t['mode']) == {'fp32', 'fp32-repeat'}
-    assert 'Refused: nf4: failed to load or run' in (tmp_path/'plain'/'precision.md').read_text()
+    md = (tmp_path/'plain'/'precision.md').read_text()
+    if cpu_4bit_accepts(32):      # no AVX512-BF16 repacking on this CPU: bitsandbytes dequantises and runs any width
+        assert set(t['mode']) == {'fp32', 'nf4', 'fp32-repeat'} and 'Refused' not in md
+    else:
+        assert set(t['mode']) == {'fp32', 'fp32-repeat'}
+        assert 'Refused: nf4: failed to load or run' in md and 'need layer widths that are multiples of 64' in md
     t = precision_audit(tmp_path/'keep', str(tiny_dirs['qwen2-vl']), ['fp32', 'nf4'], keep=['model.visual'], **kw)
     assert set(t['mode']) == {'fp32', 'nf4', 'fp32-repeat'}
     q = json.loads((tmp_path/'keep'/'runs'/'nf4'/'manifest.json').read_text())['identity']['quantization']
     assert q['method'] == 'bitsandbytes-4bit' and q['unquantised_linear_layers'] > 1
+
+
+def test_cpu_4bit_capability_branches(monkeypatch):
+    "The capability check follows bitsandbytes' own CPU path: with its AVX512-BF16 repacking forced off, a 32-wide layer runs."
+    import bitsandbytes.nn.modules as m
+    from bitsandbytes.functional import has_avx512bf16
+    from pope_audit.precision import cpu_4bit_accepts
+    assert cpu_4bit_accepts(64) and cpu_4bit_accepts(32) == (not has_avx512bf16())
+    monkeypatch.setattr(m, 'has_avx512bf16', lambda: False)
+    assert cpu_4bit_accepts(32)
 
 
 def test_precision_command(tiny, bench, tmp_path, capsys):
