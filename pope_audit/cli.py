@@ -216,6 +216,7 @@ def cmd_report(a):
                                    "(score it to choose splits)", a.run, field=given[0].lstrip('-'))
         page = write_report(a.run, a.out)
     else:
+        if not Path(a.run).exists(): raise InputError('no such run folder or answer file', a.run, field='run')
         if not a.out: raise InputError('give --out for the report of an answer file (it is not a run folder)', a.run, field='out')
         ans = _answers(a, a.run)
         if ans.records is None: raise InputError('a predictions table holds decisions only: score it with pope-audit score', a.run)

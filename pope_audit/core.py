@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 # %% auto #0
-__all__ = ['LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'input_file', 'decode_line', 'read_jsonl', 'need',
-           'is_number', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'jsonable', 'dumps_strict',
-           'set_logging', 'note', 'LineProgress', 'progress']
+__all__ = ['LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file', 'decode_line',
+           'read_jsonl', 'need', 'is_number', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file',
+           'jsonable', 'dumps_strict', 'set_logging', 'note', 'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -53,6 +53,17 @@ def cache_dir() -> Path:
     p = Path(os.environ.get('POPE_AUDIT_CACHE', Path.home()/'.cache'/'pope_audit'))
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+# %% ../nbs/00_core.ipynb #722d358a
+import atexit, shutil
+
+def scratch_dir(prefix:str='pope-audit-', # name prefix of the folder
+               ) -> Path:
+    "A new temporary folder, removed with everything in it when this process exits."
+    p = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, p, ignore_errors=True)
+    return p
+
 
 # %% ../nbs/00_core.ipynb #f7e7c27d
 def input_file(path:str|os.PathLike, # a file the user named

@@ -1,6 +1,25 @@
-"Shared fixtures: the shared data folder and tiny model folders saved with `save_pretrained`."
+"Shared fixtures: the shared data folder and tiny model folders saved with `save_pretrained`; a private temporary folder and cache."
+import os, shutil, tempfile
 import pytest
 from pope_audit.core import shared_dir
+
+_SAVED = {}
+
+def pytest_configure(config):
+    "Everything the suite writes (pytest's tmp_path, mkdtemp, subprocesses, the package cache) goes below one folder removed at the end."
+    root = tempfile.mkdtemp(prefix='pope-audit-tests-')
+    for var, val in (('TMPDIR', root), ('POPE_AUDIT_CACHE', os.path.join(root, 'cache'))):
+        _SAVED[var] = os.environ.get(var)
+        os.environ[var] = val
+    tempfile.tempdir = None                  # recomputed from TMPDIR on next use
+    _SAVED['root'] = root
+
+def pytest_unconfigure(config):
+    for var in ('TMPDIR', 'POPE_AUDIT_CACHE'):
+        if _SAVED.get(var) is None: os.environ.pop(var, None)
+        else: os.environ[var] = _SAVED[var]
+    tempfile.tempdir = None
+    shutil.rmtree(_SAVED['root'], ignore_errors=True)
 
 
 @pytest.fixture(scope='session')
