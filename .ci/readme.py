@@ -3,7 +3,8 @@
 Markdown cells are copied; code cells are shown as Python blocks (`%%bash` cells as shell blocks) with their outputs, except
 cells marked `#| hide`;
 directive lines (`#| ...`) are dropped. `--check` exits 1 if README.md differs from the rendering;
-`--test-command` prints the README's test command (the second line of its first code block), which `.ci/run` runs.
+`--first-command` and `--test-command` print the README's two commands (the first and second lines of its first code
+block), which `.ci/run` runs.
 """
 import json, re, sys
 from pathlib import Path
@@ -35,14 +36,16 @@ def render(nb_path=root/'nbs'/'index.ipynb') -> str:
     return '\n\n'.join(out) + '\n'
 
 
-def test_command(readme: str) -> str:
+def command(readme: str, n: int) -> str:
+    "Line `n` of the README's first code block: 0 installs and runs the demo, 1 installs the test extras and runs the tests."
     block = re.search(r'```(?:sh|bash)?\n(.*?)```', readme, re.S).group(1).strip().splitlines()
-    return block[1].strip()
+    return block[n].strip()
 
 
 if __name__ == '__main__':
     text = render()
-    if '--test-command' in sys.argv: print(test_command((root/'README.md').read_text())); sys.exit(0)
+    for flag, n in (('--first-command', 0), ('--test-command', 1)):
+        if flag in sys.argv: print(command((root/'README.md').read_text(), n)); sys.exit(0)
     if '--check' in sys.argv:
         same = (root/'README.md').read_text() == text
         if not same: print('README.md is out of date: run python .ci/readme.py')

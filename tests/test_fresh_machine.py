@@ -38,3 +38,44 @@ def test_the_suite_writes_below_its_own_temporary_folder(tmp_path):
     assert root.name.startswith('pope-audit-tests-') and tmp_path.is_relative_to(root)
     assert Path(tempfile.mkdtemp()).is_relative_to(root)
     assert Path(os.environ['POPE_AUDIT_CACHE']).is_relative_to(root)
+
+
+HUB_FAMILY = {'llava-hf/llava-1.5-7b-hf': 'llava15', 'llava-hf/llava-v1.6-mistral-7b-hf': 'llava-next',
+              'Qwen/Qwen2-VL-7B-Instruct': 'qwen2-vl', 'Salesforce/instructblip-vicuna-7b': 'instructblip',
+              'MAGAer13/mplug-owl2-llama2-7b': 'mplug-owl2'}
+
+
+def _gpu_commands() -> list[list[str]]:
+    "The README's `pope-audit run --model HUB ...` lines, one per family, as argument lists."
+    import shlex
+    text = (ROOT/'README.md').read_text()
+    block = text[text.index('**On a GPU.**'):]
+    block = re.search(r'```sh\n(.*?)```', block, re.S).group(1)
+    return [shlex.split(l)[1:] for l in block.splitlines() if l.startswith('pope-audit run ')]
+
+
+def test_readme_gpu_commands_name_every_family():
+    from pope_audit.tiny import TINY
+    hubs = [a[a.index('--model') + 1] for a in _gpu_commands()]
+    assert set(hubs) == set(HUB_FAMILY) and set(HUB_FAMILY.values()) == set(TINY)
+
+
+@pytest.mark.parametrize('hub', list(HUB_FAMILY))
+def test_readme_gpu_command_runs_as_written(hub, tiny_dirs, bench, tmp_path):
+    "Each family's README line, with the hub id swapped for the tiny model of its family and POPE/COCO for stand-ins, on the CPU."
+    import json
+    from pope_audit.cli import main
+    from pope_audit.precision import cpu_4bit_accepts
+    args = next(a for a in _gpu_commands() if a[a.index('--model') + 1] == hub)
+    qs, imgs = bench
+    swap = {hub: str(tiny_dirs[HUB_FAMILY[hub]]), 'POPE/output/coco': str(imgs.parent), 'coco/val2014': str(imgs)}
+    args = [swap.get(x, x) for x in args]
+    args[args.index('--out') + 1] = str(tmp_path/'run')
+    if HUB_FAMILY[hub] == 'qwen2-vl' and not cpu_4bit_accepts(32):       # its tiny vision tower is 32 wide (real ones are not)
+        (tmp_path/'keep.yaml').write_text('model_args:\n  quantization_config: {load_in_4bit: true, bnb_4bit_quant_type: nf4, '
+                                          'llm_int8_skip_modules: [model.visual, lm_head]}\n')
+        args += ['--config', str(tmp_path/'keep.yaml')]
+    main(['--quiet', *args, '--limit', '1', '--max-new-tokens', '2', '--device', 'cpu'])
+    m = json.loads((tmp_path/'run'/'manifest.json').read_text())
+    assert m['identity']['quantization']['method'] == 'bitsandbytes-4bit'
+    assert sum(1 for _ in open(tmp_path/'run'/'records.jsonl')) == 3          # one question of each split
