@@ -38,7 +38,7 @@ def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch
              corrections=list(corrections or []))
     t_run = time.time() - t0
     return write_report(rd, out, title='POPE readout audit: built-in demo', questions_label=f'the built-in synthetic benchmark ({n_images} images, seed {seed}); not a POPE version',
-                        note=DEMO_NOTE + f' (This run: {len(qs)} questions on {n_images} images, built and scored in {t_run:.0f} s.)')
+                        note=DEMO_NOTE + f' (This run: {len(qs)} questions on {n_images} images, benchmark built and model run in {t_run:.0f} s; scoring and this report came after.)')
 
 def demo_summary(out:str|os.PathLike, # the demo's output folder
                  seconds:float|None=None, # how long it took
@@ -59,6 +59,6 @@ def demo_summary(out:str|os.PathLike, # the demo's output folder
         for r in dict.fromkeys(t.index.get_level_values(0)):
             c = t.loc[(r, 'adversarial')]
             lines.append(f'  {r:<16} {c.f1:.4f} ({c.yes_rate:.3f}; {c.f1_matched:.4f}; p {c.mcnemar_p:.3g})')
-    if seconds is not None: lines.append(f'took {seconds:.0f} s')
+    if seconds is not None: lines.append(f'took {seconds:.0f} s in all: benchmark, run, scores and report (the report gives the run alone)')
     lines.append(f'report: {Path(out)/"report.html"}')
     return '\n'.join(lines)
