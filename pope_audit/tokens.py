@@ -229,7 +229,7 @@ def last_token_join(tok, prompt:str) -> tuple[str, str]:
     if not ids: return '', 'last-token rule: the prompt is empty, so nothing'
     i = ids[-1]
     kind = 'special' if i in set(tok.all_special_ids) else 'added' if i in set(tok.get_added_vocab().values()) else None
-    what = f'last-token rule: the prompt ends with {tok.convert_ids_to_tokens(i)!r} ({i}' + (f', a {kind} token)' if kind else ')')
+    what = f'last-token rule: the prompt ends with {tok.convert_ids_to_tokens(i)!r} ({i}' + (f', {"an" if kind == "added" else "a"} {kind} token)' if kind else ')')
     if kind: return '', what + ', so nothing'
     if token_text(tok, i)[-1:].isspace(): return '', what + ', whitespace, so nothing'
     return ' ', what + ', text, so a space'
