@@ -27,10 +27,11 @@ def parse_ids(spec:str) -> dict[str, list[int]]:
     except ValueError: raise InputError(f'--ids must be llava-two, llava-eight or YES,IDS/NO,IDS (got {spec!r})', field='ids') from None
 
 def cmd_probe(a):
-    from pope_audit.tokens import load_tokenizer, probe, check_ids, probe_text, chat_template_of
+    from pope_audit.tokens import load_tokenizer, probe, check_ids, probe_text, chat_template_of, check_join
+    join = None if a.join is None else check_join(a.join)       # refused before the tokenizer loads
     tok = load_tokenizer(a.tokenizer, a.gguf_file)
     template = a.template or ('chat' if chat_template_of(tok)[0] else 'llava15')     # the model's own chat template when it has one
-    pr = probe(tok, template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''), join=a.join)
+    pr = probe(tok, template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''), join=join)
     chk = check_ids(pr, parse_ids(a.ids), tok) if a.ids else None
     if a.json: return dict(probe=pr.to_dict(), check=None if chk is None else chk.to_dict('records'))
     print(probe_text(pr, chk))

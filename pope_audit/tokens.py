@@ -20,13 +20,35 @@ __all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', '
            'chat_prompt', 'Probe', 'probe', 'check_ids', 'probe_text']
 
 # %% ../nbs/02_tokens.ipynb #c7a1f001
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # GGUF value types of fixed size
+
 def gguf_chat_templates(path:str|os.PathLike) -> dict[str, str]:
     "The chat templates in a GGUF file's metadata: `tokenizer.chat_template` as `'default'`, `tokenizer.chat_template.NAME` as NAME."
-    from gguf import GGUFReader
+    import mmap, struct
     out = {}
-    for k, f in GGUFReader(str(path)).fields.items():
-        if k == 'tokenizer.chat_template' or k.startswith('tokenizer.chat_template.'):
-            out[k.removeprefix('tokenizer.chat_template').lstrip('.') or 'default'] = bytes(f.parts[f.data[0]]).decode('utf-8')
+    with open(path, 'rb') as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:   # a scan, not a parse: vocabularies are long arrays
+        if m[:4] != b'GGUF': raise InputError('not a GGUF file', path)
+        pos = 24                                             # magic, version, tensor count
+        n_kv = struct.unpack_from('<Q', m, 16)[0]
+        def string():
+            nonlocal pos
+            n = struct.unpack_from('<Q', m, pos)[0]; pos += 8 + n
+            return m[pos - n:pos]
+        def skip(t):
+            nonlocal pos
+            if t == 8: string()
+            elif t == 9:
+                et, n = struct.unpack_from('<IQ', m, pos); pos += 12
+                if et in _GGUF_SIZES: pos += n * _GGUF_SIZES[et]
+                else:
+                    for _ in range(n): skip(et)
+            else: pos += _GGUF_SIZES[t]
+        for _ in range(n_kv):
+            key = string().decode('utf-8')
+            t = struct.unpack_from('<I', m, pos)[0]; pos += 4
+            if t == 8 and (key == 'tokenizer.chat_template' or key.startswith('tokenizer.chat_template.')):
+                out[key.removeprefix('tokenizer.chat_template').lstrip('.') or 'default'] = string().decode('utf-8')
+            else: skip(t)
     return out
 
 def _named(t) -> dict[str, str]:
