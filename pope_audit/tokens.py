@@ -302,6 +302,12 @@ class ChatPrompt:
     rule: str                     # how the join was decided, in words
     notes: tuple = ()
 
+    @property
+    def join(self) -> str: return self.template.answer_sep
+    def render(self, question:str) -> str:
+        "The generation prompt for `question` (without the BOS the tokenizer adds)."
+        return self.template.render(question)
+
 _NO_CHAT = 'pass --template with a preset (pope-audit ls templates) or a string with {question}'
 
 def chat_prompt(obj, forms=FORMS, template_name:str='default') -> ChatPrompt:
