@@ -135,7 +135,7 @@ class Template:
     def render(self, question:str) -> str: return self.text.replace('{question}', question)
     @property
     def sep(self) -> str:
-        "The join without a tokenizer: `answer_sep`, else ' ' after a non-space character and '' after whitespace (`join_rule` also knows special tokens)."
+        "The join without a tokenizer: `answer_sep`, else ' ' after a non-space character and '' after whitespace (`last_token_join` also knows special tokens)."
         if self.answer_sep is not None: return self.answer_sep
         return '' if self.text[-1:].isspace() else ' '
 
