@@ -59,19 +59,26 @@ def _named(t) -> dict[str, str]:
 
 CHAT_TEMPLATE_FILES = ('chat_template.jinja', 'chat_template.json', 'processor_config.json', 'tokenizer_config.json')
 
+def _model_file(src:str, name:str) -> Path|None:
+    "`name` in the model folder `src`, or fetched from the hub repository `src` (None where it has none)."
+    if Path(src).is_dir(): return Path(src)/name if (Path(src)/name).is_file() else None
+    from transformers.utils import cached_file
+    f = cached_file(src, name, _raise_exceptions_for_missing_entries=False)   # an unreachable hub raises: one try, not one per file
+    return Path(f) if f else None
+
 def find_chat_template(src:str|os.PathLike, gguf_file:str|None=None) -> tuple[dict[str, str], str|None]:
-    "The chat templates stored with a model folder or GGUF file (`{name: template}`, the default as `'default'`) and where they were found."
+    "The chat templates stored with a model folder, hub repository or GGUF file (`{name: template}`, the default as `'default'`) and where they were found."
     p = Path(src)/gguf_file if gguf_file else Path(src)
-    if p.is_file() and p.suffix == '.gguf':
-        t = gguf_chat_templates(p)
+    if p.suffix == '.gguf':
+        t = gguf_chat_templates(p) if p.is_file() else {}
         return (t, f'{p.name}: tokenizer.chat_template') if t else ({}, None)
-    if not p.is_dir(): return {}, None
-    if (p/'chat_template.jinja').is_file():       # transformers 5 writes it; named extras sit in additional_chat_templates/
-        t = {'default': (p/'chat_template.jinja').read_text(), **{f.stem: f.read_text() for f in sorted((p/'additional_chat_templates').glob('*.jinja'))}}
-        return t, 'chat_template.jinja'
+    try: f = _model_file(str(src), 'chat_template.jinja')
+    except Exception: return {}, None               # neither a folder nor a reachable hub repository
+    if f:    # transformers 5 writes it; named extras sit in additional_chat_templates/
+        extra = sorted((f.parent/'additional_chat_templates').glob('*.jinja'))
+        return {'default': f.read_text(), **{e.stem: e.read_text() for e in extra}}, 'chat_template.jinja'
     for name in CHAT_TEMPLATE_FILES[1:]:          # a processor's template first: it is the one that places the image
-        f = p/name
-        if not f.is_file(): continue
+        if not (f := _model_file(str(src), name)): continue
         try: t = json.loads(f.read_text()).get('chat_template')
         except (ValueError, AttributeError) as e: raise InputError(f'cannot read {name} ({e})', f) from None
         if t: return _named(t), f'{name}: chat_template'
