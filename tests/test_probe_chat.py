@@ -135,6 +135,9 @@ def test_processor_chat_template_json(qwen3_plain, tmp_path):
     assert any("does not extend the generation prompt" in n and "'\\n'" in n and "' \\n'" in n for n in pr.notes), pr.notes
     assert pr.join_rule.startswith("last-token rule: the prompt ends with 'Ċ' (198), whitespace")
     assert pr.derived == CHAT_IDS['qwen3'][0]
+    (d/'chat_template.json').unlink()                     # older processors keep it in processor_config.json
+    (d/'processor_config.json').write_text(json.dumps({'processor_class': 'LlavaOnevisionProcessor', 'chat_template': ONEVISION_STYLE}))
+    assert chat_template_of(load_tokenizer(d))[1] == 'processor_config.json: chat_template'
 
 
 def test_named_templates_in_tokenizer_config(qwen3_plain, tmp_path):
