@@ -4,20 +4,89 @@
 
 # %% ../nbs/02_tokens.ipynb #4eb7cc2f
 from __future__ import annotations
-import os, re, shutil, tempfile
-from dataclasses import dataclass, field, asdict
+import json, os, re, shutil, tempfile
+from ast import literal_eval
+from dataclasses import dataclass, field, asdict, replace
+from datetime import date
 from pathlib import Path
 import pandas as pd
 from .core import InputError, cache_dir, sha256_file, shared_dir
 
 # %% auto #0
-__all__ = ['SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'FORMS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'load_tokenizer',
-           'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'join_answer',
-           'answer_tokens', 'Probe', 'probe', 'check_ids', 'probe_text']
+__all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
+           'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_chat_templates', 'find_chat_template',
+           'load_tokenizer', 'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids',
+           'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'ChatPrompt',
+           'chat_prompt', 'Probe', 'probe', 'check_ids', 'probe_text']
+
+# %% ../nbs/02_tokens.ipynb #c7a1f001
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # GGUF value types of fixed size
+
+def gguf_chat_templates(path:str|os.PathLike) -> dict[str, str]:
+    "The chat templates in a GGUF file's metadata: `tokenizer.chat_template` as `'default'`, `tokenizer.chat_template.NAME` as NAME."
+    import mmap, struct
+    out = {}
+    with open(path, 'rb') as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:   # a scan, not a parse: vocabularies are long arrays
+        if m[:4] != b'GGUF': raise InputError('not a GGUF file', path)
+        pos = 24                                             # magic, version, tensor count
+        n_kv = struct.unpack_from('<Q', m, 16)[0]
+        def string():
+            nonlocal pos
+            n = struct.unpack_from('<Q', m, pos)[0]; pos += 8 + n
+            return m[pos - n:pos]
+        def skip(t):
+            nonlocal pos
+            if t == 8: string()
+            elif t == 9:
+                et, n = struct.unpack_from('<IQ', m, pos); pos += 12
+                if et in _GGUF_SIZES: pos += n * _GGUF_SIZES[et]
+                else:
+                    for _ in range(n): skip(et)
+            else: pos += _GGUF_SIZES[t]
+        for _ in range(n_kv):
+            key = string().decode('utf-8')
+            t = struct.unpack_from('<I', m, pos)[0]; pos += 4
+            if t == 8 and (key == 'tokenizer.chat_template' or key.startswith('tokenizer.chat_template.')):
+                out[key.removeprefix('tokenizer.chat_template').lstrip('.') or 'default'] = string().decode('utf-8')
+            else: skip(t)
+    return out
+
+def _named(t) -> dict[str, str]:
+    "A chat template as `{name: template}`: a string is the default, a list holds named ones (tokenizer_config.json)."
+    if isinstance(t, str): return {'default': t}
+    if isinstance(t, list): return {d['name']: d['template'] for d in t}
+    return dict(t or {})
+
+CHAT_TEMPLATE_FILES = ('chat_template.jinja', 'chat_template.json', 'processor_config.json', 'tokenizer_config.json')
+
+def _model_file(src:str, name:str) -> Path|None:
+    "`name` in the model folder `src`, or fetched from the hub repository `src` (None where it has none)."
+    if Path(src).is_dir(): return Path(src)/name if (Path(src)/name).is_file() else None
+    from transformers.utils import cached_file
+    f = cached_file(src, name, _raise_exceptions_for_missing_entries=False)   # an unreachable hub raises: one try, not one per file
+    return Path(f) if f else None
+
+def find_chat_template(src:str|os.PathLike, gguf_file:str|None=None) -> tuple[dict[str, str], str|None]:
+    "The chat templates stored with a model folder, hub repository or GGUF file (`{name: template}`, the default as `'default'`) and where they were found."
+    p = Path(src)/gguf_file if gguf_file else Path(src)
+    if p.suffix == '.gguf':
+        t = gguf_chat_templates(p) if p.is_file() else {}
+        return (t, f'{p.name}: tokenizer.chat_template') if t else ({}, None)
+    try: f = _model_file(str(src), 'chat_template.jinja')
+    except Exception: return {}, None               # neither a folder nor a reachable hub repository
+    if f:    # transformers 5 writes it; named extras sit in additional_chat_templates/
+        extra = sorted((f.parent/'additional_chat_templates').glob('*.jinja'))
+        return {'default': f.read_text(), **{e.stem: e.read_text() for e in extra}}, 'chat_template.jinja'
+    for name in CHAT_TEMPLATE_FILES[1:]:          # a processor's template first: it is the one that places the image
+        if not (f := _model_file(str(src), name)): continue
+        try: t = json.loads(f.read_text()).get('chat_template')
+        except (ValueError, AttributeError) as e: raise InputError(f'cannot read {name} ({e})', f) from None
+        if t: return _named(t), f'{name}: chat_template'
+    return {}, None
 
 # %% ../nbs/02_tokens.ipynb #67a007aa
 def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
-    "A Hugging Face tokenizer from a hub id, a folder, or a GGUF file (GGUF conversions are cached)."
+    "A Hugging Face tokenizer from a hub id, a folder, or a GGUF file (GGUF conversions are cached), with the chat template stored beside it."
     from transformers import AutoTokenizer
     src = str(src)
     if gguf_file is None and src.endswith('.gguf'): src, gguf_file = str(Path(src).parent), Path(src).name
@@ -26,26 +95,33 @@ def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
         if len(ggufs) == 1: gguf_file = ggufs[0]
         elif ggufs: raise InputError(f'this folder holds {len(ggufs)} GGUF files ({", ".join(ggufs)}): name one with --gguf-file', src, field='tokenizer')
     try:
-        if gguf_file is None: return AutoTokenizer.from_pretrained(src)
-        path = Path(src)/gguf_file
-        if not path.is_file(): raise FileNotFoundError(f'no such GGUF file: {path}')
-        cached = cache_dir()/'tokenizers'/sha256_file(path)[:16]
-        if cached.is_dir(): return AutoTokenizer.from_pretrained(str(cached))
-        tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=cached.parent))
-        tok.save_pretrained(str(tmp))
-        try: os.replace(tmp, cached)            # another process may have won the race; either copy is the same
-        except OSError: shutil.rmtree(tmp, ignore_errors=True)
-        return tok
+        if gguf_file is None: tok = AutoTokenizer.from_pretrained(src)
+        else:
+            path = Path(src)/gguf_file
+            if not path.is_file(): raise FileNotFoundError(f'no such GGUF file: {path}')
+            cached = cache_dir()/'tokenizers'/sha256_file(path)[:16]
+            if cached.is_dir(): tok = AutoTokenizer.from_pretrained(str(cached))
+            else:
+                tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(dir=cached.parent))
+                tok.save_pretrained(str(tmp))
+                try: os.replace(tmp, cached)            # another process may have won the race; either copy is the same
+                except OSError: shutil.rmtree(tmp, ignore_errors=True)
+        templates, where = find_chat_template(src, gguf_file)
     except InputError: raise
     except Exception as e:
         where = Path(src)/gguf_file if gguf_file else src
         raise InputError(f'cannot load tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})', where) from None
+    if templates:                                   # transformers reads neither a GGUF file's template nor a processor's
+        tok.chat_template = templates['default'] if list(templates) == ['default'] else templates
+        tok.chat_template_source = where
+    return tok
 
 def shared_tokenizer(name:str='llama-spm'):
-    "One of the real vocabularies in the shared folder: `'llama-spm'` (LLaMA/LLaMA-2/Vicuna) or `'qwen2'`."
-    return load_tokenizer(shared_dir(required=True)/'tokenizers'/name/f'ggml-vocab-{name}.gguf')
+    "One of the real vocabularies in the shared folder: `'llama-spm'` or `'qwen2'` (GGUF), `'gemma-3'`, `'qwen3'` or `'llama-3.1'` (tokenizer.json)."
+    d = shared_dir(required=True)/'tokenizers'/name
+    return load_tokenizer(d/f'ggml-vocab-{name}.gguf' if (d/f'ggml-vocab-{name}.gguf').is_file() else d)
 
 # %% ../nbs/02_tokens.ipynb #fd792319
 SINGLE_WORD = '\nAnswer the question using a single word or phrase.'
@@ -54,10 +130,11 @@ VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence a
 
 @dataclass(frozen=True)
 class Template:
-    "A prompt template: the text with `{question}`, and how an answer follows it."
+    "A prompt template: the text with `{question}`, how an answer follows it, and where the text was transcribed from."
     name: str
     text: str
-    answer_sep: str|None = None  # text between prompt and answer; None: ' ' after a non-space character, '' after whitespace
+    answer_sep: str|None = None  # text between prompt and answer; None: decided by the tokenizer (the last-token rule)
+    source: str = ''             # provenance: the model card, docs or file the text was transcribed from
 
     def __post_init__(self):
         n = self.text.count('{question}')
@@ -65,6 +142,7 @@ class Template:
     def render(self, question:str) -> str: return self.text.replace('{question}', question)
     @property
     def sep(self) -> str:
+        "The join without a tokenizer: `answer_sep`, else ' ' after a non-space character and '' after whitespace (`last_token_join` also knows special tokens)."
         if self.answer_sep is not None: return self.answer_sep
         return '' if self.text[-1:].isspace() else ' '
 
@@ -89,9 +167,51 @@ def get_template(spec:str|Template) -> Template:
     "A preset by name, or a free-form template string containing `{question}`."
     if isinstance(spec, Template): return spec
     if spec in TEMPLATES: return TEMPLATES[spec]
+    if spec == 'chat': raise InputError("'chat' renders a tokenizer's own chat template: use probe(tok, 'chat') or chat_prompt(tok)", field='template')
     if '{question}' not in spec:
-        raise InputError(f'unknown template preset {spec!r} and no {{question}} slot in it (presets: {", ".join(TEMPLATES)})', field='template')
+        raise InputError(f'unknown template preset {spec!r} and no {{question}} slot in it (presets: {", ".join(TEMPLATES)}, or chat)', field='template')
     return Template('custom', unescape(spec))
+
+# %% ../nbs/02_tokens.ipynb #c7a1f002
+_VL = '<|vision_start|><|image_pad|><|vision_end|>'
+_HARMONY_SYSTEM = ('<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n'
+                   'Current date: 2024-07-26\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. '
+                   'Channel must be included for every message.<|end|>')
+CHAT_PRESETS = [   # each model's chat template rendered for one image and one question, without the BOS its tokenizer adds
+    Template('gemma-3', '<start_of_turn>user\n<start_of_image>{question}<end_of_turn>\n<start_of_turn>model\n', '',
+             'Gemma 3 chat template (google/gemma-3-*-it tokenizer_config.json; shared/tokenizers/gemma-3)'),
+    Template('llama-3', '<|start_header_id|>user<|end_header_id|>\n\n{question}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n', '',
+             'Llama 3.x chat template (meta-llama Llama-3.1 model card; shared/tokenizers/llama-3.1); 3.1-Instruct also opens a system turn with its dates'),
+    Template('llama-3.2-vision', '<|start_header_id|>user<|end_header_id|>\n\n<|image|>{question}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n', '',
+             'Llama 3.2 Vision model card (meta-llama/Llama-3.2-11B-Vision-Instruct); transformers docs model_doc/mllama'),
+    Template('qwen2.5-vl', '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n' + _VL + '{question}<|im_end|>\n<|im_start|>assistant\n', '',
+             'Qwen2.5-VL chat template (Qwen/Qwen2.5-VL-7B-Instruct chat_template.json); transformers docs model_doc/qwen2_5_vl'),
+    Template('qwen3', '<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n', '',
+             'Qwen3 chat template with enable_thinking=False (Qwen/Qwen3-8B model card; shared/tokenizers/qwen3)'),
+    Template('qwen3-vl', '<|im_start|>user\n' + _VL + '{question}<|im_end|>\n<|im_start|>assistant\n', '',
+             'Qwen3-VL-Instruct chat template (Qwen/Qwen3-VL-8B-Instruct model card); transformers docs model_doc/qwen3_vl'),
+    Template('internvl', '<|im_start|>user\n<IMG_CONTEXT>\n{question}<|im_end|>\n<|im_start|>assistant\n', '',
+             'InternVL3 -hf chat template (OpenGVLab/InternVL3-1B-hf); transformers docs model_doc/internvl'),
+    Template('smolvlm', '<|im_start|>User:<image>{question}<end_of_utterance>\nAssistant:', ' ',
+             "SmolVLM / Idefics3 chat template (HuggingFaceTB/SmolVLM-Instruct): a finished turn reads 'Assistant: Yes<end_of_utterance>'; transformers docs model_doc/smolvlm, idefics3"),
+    Template('llava-onevision', '<|im_start|>user <image>\n{question}<|im_end|><|im_start|>assistant\n', '',
+             'LLaVA-OneVision chat template (llava-hf/llava-onevision-qwen2-7b-ov-hf); transformers docs model_doc/llava_onevision'),
+    Template('mistral-3', '[INST][IMG]{question}[/INST]', '',
+             'Mistral-Small-3.1 chat template without its default system prompt (mistralai/Mistral-Small-3.1-24B-Instruct-2503); transformers docs model_doc/mistral3'),
+    Template('pixtral', '[INST]{question}\n[IMG][/INST]', '',
+             'Pixtral chat template (mistral-community/pixtral-12b); transformers docs model_doc/pixtral'),
+    Template('aya-vision', '<|START_OF_TURN_TOKEN|><|USER_TOKEN|><image>{question}<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>', '',
+             'Aya Vision chat template (CohereLabs/aya-vision-8b); transformers docs model_doc/aya_vision'),
+    Template('glm-4.1v', '[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>{question}<|assistant|>\n<think></think>\n<answer>', '',
+             'GLM-4.1V-Thinking chat template with its reasoning closed (zai-org/GLM-4.1V-9B-Thinking): the answer follows <answer>; transformers docs model_doc/glm4v'),
+    Template('deepseek-v3', '<｜User｜>{question}<｜Assistant｜>', '',
+             'DeepSeek-V3 chat template (deepseek-ai/DeepSeek-V3 tokenizer_config.json): the answer follows the special <｜Assistant｜> directly'),
+    Template('gpt-oss', _HARMONY_SYSTEM + '<|start|>user<|message|>{question}<|end|><|start|>assistant<|channel|>final<|message|>', '',
+             'gpt-oss harmony format (openai/gpt-oss-20b chat template; OpenAI harmony docs), date pinned to 2024-07-26: the answer is the final channel'),
+    Template('paligemma', 'answer en {question}\n', '',
+             "PaliGemma prefix prompt (google/paligemma-3b-mix-224 model card): the processor puts the image tokens and <bos> before the prefix; the answer follows its '\\n'"),
+]
+TEMPLATES.update({t.name: t for t in CHAT_PRESETS})
 
 # %% ../nbs/02_tokens.ipynb #76ea5e2f
 FORMS = {'yes': ('yes', 'Yes'), 'no': ('no', 'No')}
@@ -131,6 +251,126 @@ def answer_tokens(tok, prompt:str, answer:str) -> list[int]:
                                   f'{tok.convert_ids_to_tokens(replaced)} becomes {tok.convert_ids_to_tokens(new)}')
     return new
 
+# %% ../nbs/02_tokens.ipynb #c7a1f003
+def last_token_join(tok, prompt:str) -> tuple[str, str]:
+    "The join the last token of `prompt` calls for — nothing after whitespace or a special/added token, a space after text — and why."
+    ids = tok(prompt, add_special_tokens=False).input_ids
+    if not ids: return '', 'last-token rule: the prompt is empty, so nothing'
+    i = ids[-1]
+    kind = 'special' if i in set(tok.all_special_ids) else 'added' if i in set(tok.get_added_vocab().values()) else None
+    what = f'last-token rule: the prompt ends with {tok.convert_ids_to_tokens(i)!r} ({i}' + (f', {"an" if kind == "added" else "a"} {kind} token)' if kind else ')')
+    if kind: return '', what + ', so nothing'
+    if token_text(tok, i)[-1:].isspace(): return '', what + ', whitespace, so nothing'
+    return ' ', what + ', text, so a space'
+
+JOINS = {' ': ' ', '': '', 'space': ' ', 'none': ''}
+
+def check_join(join:str) -> str:
+    "A `--join` value as the text it stands for: `' '` (or `space`) or `''` (or `none`)."
+    if join not in JOINS: raise InputError(f"--join must be ' ' (a space) or '' (nothing), also spelled space or none; got {join!r}", field='join')
+    return JOINS[join]
+
+# %% ../nbs/02_tokens.ipynb #c7a1f004
+PINNED_DATE = date(2024, 7, 26)    # Llama 3.1's own fallback date; a template that prints today's date renders this one instead
+POSITION_SETTINGS = ({'enable_thinking': False}, {'thinking': False})   # switches that move a template's scaffolding into its generation prompt
+_STRFTIME = re.compile(r'''strftime_now\(\s*(["'])(.*?)\1\s*\)''')
+
+def _pin_date(tmpl:str) -> tuple[str, dict]:
+    "The template with `strftime_now` answering the pinned date, and `date_string` set, if it asks for a date."
+    if 'strftime_now' not in tmpl and 'date_string' not in tmpl: return tmpl, {}
+    fmts = sorted({m[2] for m in _STRFTIME.finditer(tmpl)})
+    ifs = ''.join(f'{{%- {"el" if i else ""}if f == {f!r} -%}}{PINNED_DATE.strftime(f)}' for i, f in enumerate(fmts))
+    macro = '{%- macro strftime_now(f) -%}' + (ifs + '{%- else -%}' if fmts else '') + PINNED_DATE.isoformat() + ('{%- endif -%}' if fmts else '') + '{%- endmacro -%}'
+    return macro + tmpl, {'date_string': PINNED_DATE.strftime('%d %b %Y')}
+
+def _one_line(e:Exception) -> str: return f'{type(e).__name__}: ' + ((str(e).strip().splitlines() or [''])[0][:200])
+
+def _tokenizer_of(obj): return getattr(obj, 'tokenizer', None) or obj          # a processor holds its tokenizer
+
+def chat_template_of(obj, name:str='default') -> tuple[str|None, str|None]:
+    "A tokenizer's or processor's chat template (`name` among named ones) and where it came from; `(None, None)` if it has none."
+    for o in (obj, _tokenizer_of(obj)):
+        t = _named(getattr(o, 'chat_template', None))
+        if t: return t.get(name) or t.get('default') or next(iter(t.values())), getattr(o, 'chat_template_source', None) or f'{type(o).__name__}.chat_template'
+    return None, None
+
+def _common_prefix(a:str, b:str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]: n += 1
+    return a[:n]
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    "A chat template's generation prompt as a `Template`, with what its finished assistant turn shows about the answer."
+    template: Template            # the generation prompt with a {question} slot; answer_sep: the join the finished turn shows
+    source: str                   # where the chat template was found
+    settings: dict                # template variables the rendering used: a switch that defines the answer position, a pinned date
+    scaffold: str                 # text the finished turn puts between the plain generation prompt and the answer
+    rule: str                     # how the join was decided, in words
+    notes: tuple = ()
+
+    @property
+    def join(self) -> str: return self.template.answer_sep
+    def render(self, question:str) -> str:
+        "The generation prompt for `question` (without the BOS the tokenizer adds)."
+        return self.template.render(question)
+
+_NO_CHAT = 'pass --template with a preset (pope-audit ls templates) or a string with {question}'
+
+def chat_prompt(obj, forms=FORMS, template_name:str='default') -> ChatPrompt:
+    "Render the chat template of `obj` (a tokenizer, a processor, or their folder): its generation prompt and how the answer joins it."
+    if isinstance(obj, (str, os.PathLike)): obj = load_tokenizer(obj)
+    tok = _tokenizer_of(obj)
+    tmpl, source = chat_template_of(obj, template_name)
+    if not tmpl: raise InputError(f'this tokenizer has no chat template (none in {", ".join(CHAT_TEMPLATE_FILES)} or GGUF metadata): {_NO_CHAT}', field='template')
+    tmpl, settings = _pin_date(tmpl)
+    def render(msgs, gen, style, **kw):
+        conv = [dict(m, content=[*([{'type': 'image'}] if m['role'] == 'user' else []), {'type': 'text', 'text': m['content']}]
+                     if style == 'blocks' else m['content']) for m in msgs]
+        return tok.apply_chat_template(conv, chat_template=tmpl, tokenize=False, add_generation_prompt=gen, **settings, **kw)
+    def fail(e, what=''):
+        return InputError(f'the chat template ({source}) raises {_one_line(e)}{what}: {_NO_CHAT}', field='template')
+    user, errors = [{'role': 'user', 'content': '{question}'}], []
+    for style in (('blocks', 'text') if re.search(r'''['"]image['"]''', tmpl) else ('text', 'blocks')):   # content blocks with an image, or a string
+        try: gp, gp0 = render(user, True, style), render(user, False, style); break
+        except Exception as e: errors.append(e)
+    else: raise fail(next((e for e in errors if type(e).__name__ == 'TemplateError'), errors[0]))
+    if gp == gp0: raise InputError(f'the chat template ({source}) has no generation prompt (add_generation_prompt changes nothing): {_NO_CHAT}', field='template')
+    def turn(f):
+        try: return render(user + [{'role': 'assistant', 'content': f}], False, style)
+        except Exception as e: raise fail(e, ' on a finished assistant turn') from None
+    y, n = forms['yes'][-1], forms['no'][-1]
+    fy, fn = turn(y), turn(n)
+    before, after = _common_prefix(fy, fn), _common_prefix(fy[::-1], fn[::-1])[::-1]
+    if fy != before + y + after: raise InputError(f'the chat template ({source}) does not put the answer {y!r} verbatim in a finished turn: {fy[-80:]!r}', field='template')
+    notes = [f'the finished turn does not hold {f!r} where it holds {y!r}' for fs in forms.values() for f in fs if turn(f) != before + f + after]
+    plain, used = gp, {}
+    if not before.startswith(gp) or before[len(gp):].strip():          # scaffolding: try the switches that put it in the prompt
+        for s in POSITION_SETTINGS:
+            if not any(re.search(rf'\b{k}\b', tmpl) for k in s): continue
+            g = render(user, True, style, **s)
+            if g != gp and before.startswith(g) and not before[len(g):].strip(): gp, used = g, s; break
+    setting = ', '.join(f'{k}={v}' for k, v in used.items())
+    if before.startswith(gp):
+        between = before[len(gp):]
+        join = ' ' if between.endswith(' ') and not between[:-1].endswith(' ') else ''   # one space is the answer word's own marker
+        scaffold = between[:len(between) - len(join)]
+        rule = (f'chat template ({source}): the finished turn puts the answer after the generation prompt'
+                + (f' under {setting}' if setting else '') + (f' and {scaffold!r}' if scaffold else '') + (' and a space' if join else ', nothing between'))
+        if used: notes.append(f'the answer position is defined by {setting}: the generation prompt then ends with {gp[len(plain):]!r}, as the finished turn has it')
+        elif scaffold: notes.append(f'the template puts {scaffold!r} between the generation prompt and the answer and no setting puts it in the prompt: '
+                                    'the model writes it first, so the probe appends it to the prompt')
+    else:
+        common = _common_prefix(before, gp)
+        scaffold, (join, why) = '', last_token_join(tok, gp)
+        rule = f'{why} (the chat template cannot decide: its finished turn does not extend its generation prompt)'
+        notes.append(f'the finished turn does not extend the generation prompt: after {common[-24:]!r} the prompt goes on {gp[len(common):]!r}, '
+                     f'the finished turn {before[len(common):]!r}; the answer position follows the generation prompt')
+    text, bos = gp + scaffold, getattr(tok, 'bos_token', None)
+    if bos and text.startswith(bos) and tok('a').input_ids[:1] == [tok.bos_token_id]: text = text[len(bos):]   # the tokenizer adds it
+    return ChatPrompt(Template('chat' + (f'[{setting}]' if setting else ''), text, join, f'chat template ({source})'), source,
+                      {**used, **settings}, before[len(plain):] if before.startswith(plain) else '', rule, tuple(notes))
+
 # %% ../nbs/02_tokens.ipynb #0e7301fb
 MERGES = 'merges with the prompt end'
 
@@ -145,12 +385,15 @@ class Probe:
     derived: dict[str, list[int]]         # single-token ids at the answer position, template's joining
     vocab_size: int
     texts: dict[int, str] = field(default_factory=dict, repr=False)
+    join_rule: str = ''                   # what decided the join: the chat template, the preset, the last-token rule or --join
+    notes: list[str] = field(default_factory=list)   # disagreements, scaffolding, forms that are not single tokens
+    chat: dict|None = None                # for a chat template: where it was found, the settings used, the scaffolding
 
     def to_dict(self) -> dict:
         "A JSON-ready summary (template snapshot included)."
-        return dict(tokenizer=self.tokenizer, template=asdict(self.template), answer_sep=self.template.sep,
-                    question=self.question, vocab_size=self.vocab_size, derived=self.derived, surface=self.surface,
-                    texts={str(k): v for k, v in self.texts.items()},
+        return dict(tokenizer=self.tokenizer, template=asdict(self.template), answer_sep=self.template.sep, join_rule=self.join_rule,
+                    notes=list(self.notes), chat=self.chat, question=self.question, vocab_size=self.vocab_size, derived=self.derived,
+                    surface=self.surface, texts={str(k): v for k, v in self.texts.items()},
                     answers=self.answers.assign(ids=self.answers.ids.map(list)).to_dict('records'))
 
 def _answer_row(tok, prompt, label, form, sep, used) -> dict:
@@ -159,17 +402,39 @@ def _answer_row(tok, prompt, label, form, sep, used) -> dict:
     return dict(form=form, label=label, joining=repr(sep + form), ids=tuple(ids), tokens=' '.join(tok.convert_ids_to_tokens(ids)),
                 merged=' '.join(tok.convert_ids_to_tokens(replaced)), verdict=verdict, single=verdict == 'single token', used=used)
 
-def probe(tok, template:str|Template='llava15', question:str='Is there a dog in the image?', forms=FORMS, name:str|None=None) -> Probe:
-    "Probe `tok` under `template`: answer-position ids, surface ids, and the derived readout set."
-    t = get_template(template)
+def _ids_under(answers:pd.DataFrame, sep:str) -> str:
+    "What each form gets under one joining: `'Yes' 9454 (single token), …`."
+    return ', '.join(f"{r.joining} {' '.join(map(str, r.ids))} ({r.verdict})" for r in answers.itertuples() if literal_eval(r.joining) == sep + r.form)
+
+def probe(tok, template:str|Template='llava15', question:str='Is there a dog in the image?', forms=FORMS, name:str|None=None,
+          join:str|None=None) -> Probe:
+    "Probe `tok` under `template` (`'chat'`: its own chat template): answer-position ids, surface ids, and the derived readout set."
+    chat = chat_prompt(tok, forms) if template == 'chat' else None
+    t = chat.template if chat else get_template(template)
     prompt = t.render(question)
-    answers = pd.DataFrame([_answer_row(tok, prompt, label, f, sep, sep == t.sep) for label, fs in forms.items()
-                            for f in fs for sep in dict.fromkeys([t.sep, '' if t.sep else ' '])])
+    last_sep, last_rule = last_token_join(tok, prompt)
+    joins = {'--join': None if join is None else check_join(join), 'the chat template': t.answer_sep if chat else None,
+             'the preset': None if chat else t.answer_sep, 'the last-token rule': last_sep}
+    decider = next(k for k, v in joins.items() if v is not None)
+    sep = joins[decider]
+    rule = {'--join': f'--join {sep!r}', 'the chat template': chat and chat.rule, 'the last-token rule': last_rule,
+            'the preset': f'the preset {t.name!r}' + (f' ({t.source})' if t.source else '')}[decider]
+    t = replace(t, answer_sep=sep)
+    answers = pd.DataFrame([_answer_row(tok, prompt, label, f, s, s == sep) for label, fs in forms.items()
+                            for f in fs for s in dict.fromkeys([sep, '' if sep else ' '])])
     use = answers[answers.used & answers.single]
     derived = {k: sorted({r.ids[0] for r in use.itertuples() if r.label == k}) for k in forms}
+    notes = list(chat.notes) if chat else []
+    for who, s in joins.items():
+        if s is not None and s != sep:
+            notes.append(f'{who} would join with {s!r}, not {sep!r}: {sep!r} gives {_ids_under(answers, sep)}; '
+                         f'{s!r} gives {_ids_under(answers, s)}; {decider} decides')
+    for r in answers[answers.used & ~answers.single].itertuples():
+        notes.append(f'{r.joining} is not a single token here ({r.verdict}: {r.tokens}): left out of the derived set')
     surface = surface_ids(tok, forms)
     texts = {i: token_text(tok, i) for ids in [*surface.values(), *derived.values()] for i in ids}
-    return Probe(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts)
+    return Probe(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts,
+                 rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold))
 
 # %% ../nbs/02_tokens.ipynb #bcc20ef2
 LLAVA_TWO = {'yes': [3582], 'no': [1217]}                                   # the audited reference evaluator
@@ -194,13 +459,15 @@ def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
 # %% ../nbs/02_tokens.ipynb #2a896be6
 def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
     "A human-readable probe report."
-    lines = [f'tokenizer: {pr.tokenizer} ({pr.vocab_size} tokens)', f'template:  {pr.template.name}: {pr.template.text!r}',
-             f'answer joins the prompt with {pr.template.sep!r}', '', 'answer position (ids each form adds; a merge lists the prompt tokens it replaced):',
-             pr.answers.to_string(index=False), '', 'surface forms in the vocabulary:']
+    lines = [f'tokenizer: {pr.tokenizer} ({pr.vocab_size} tokens)', f'template:  {pr.template.name}: {pr.template.text!r}']
+    if pr.chat: lines.append(f"chat template: {pr.chat['source']}; settings {pr.chat['settings'] or 'none'}; scaffolding before the answer {pr.chat['scaffold']!r}")
+    lines += [f'answer joins the prompt with {pr.template.sep!r}, decided by {pr.join_rule or "the template"}', '',
+              'answer position (ids each form adds; a merge lists the prompt tokens it replaced):', pr.answers.to_string(index=False), '', 'surface forms in the vocabulary:']
     for k, v in pr.surface.items(): lines.append(f'  {k}: ' + ', '.join(f'{i} {pr.texts[i]!r}' for i in v))
     lines += ['', 'derived readout set (single tokens at the answer position):']
     for k, v in pr.derived.items(): lines.append(f'  {k}: ' + ', '.join(f'{i} {pr.texts[i]!r}' for i in v))
     excl = sorted(i for v in pr.surface.values() for i in v if i not in {j for w in pr.derived.values() for j in w})
     lines.append('excluded (spell yes/no, never start the answer here): ' + (', '.join(f'{i} {pr.texts[i]!r}' for i in excl) or 'none'))
+    if pr.notes: lines += ['', 'notes:', *(f'  - {n}' for n in pr.notes)]
     if check is not None: lines += ['', 'checked id set:', check.to_string(index=False)]
     return '\n'.join(lines)

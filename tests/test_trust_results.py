@@ -71,7 +71,7 @@ def test_probe_qwen2_llava15(toks):
 
 def test_probe_cli_qwen2(shared, capsys):
     from pope_audit.cli import main
-    main(['probe', '--tokenizer', shared/'tokenizers/qwen2', '--gguf-file', 'ggml-vocab-qwen2.gguf', '--json'])
+    main(['probe', '--tokenizer', shared/'tokenizers/qwen2', '--gguf-file', 'ggml-vocab-qwen2.gguf', '--template', 'llava15', '--json'])
     d = json.loads(capsys.readouterr().out)['probe']
     assert d['derived'] == {'yes': [7414, 9834], 'no': [902, 2308]}
     assert [(x['joining'], x['verdict'], x['merged'], x['tokens']) for x in d['answers'] if x['verdict'] == MERGES] == \

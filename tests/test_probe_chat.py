@@ -1,0 +1,272 @@
+"The probe under each model's own chat template, on the real vocabularies: where the answer starts, what joins it, and the refusals."
+import io, json, contextlib, shutil
+import pytest
+from pope_audit.core import InputError
+from pope_audit.tokens import (TEMPLATES, PINNED_DATE, shared_tokenizer, load_tokenizer, probe, probe_text, chat_prompt, chat_template_of,
+                               find_chat_template, last_token_join, check_ids, Template)
+
+CHAT_VOCABS = ['gemma-3', 'qwen3', 'llama-3.1']
+
+
+@pytest.fixture(scope='module')
+def toks(shared):
+    return {v: shared_tokenizer(v) for v in CHAT_VOCABS}
+
+
+@pytest.fixture(scope='module')
+def qwen3_plain(shared, tmp_path_factory):
+    "The Qwen3 vocabulary in a folder of its own, its chat template taken out: tests put one back where a model might keep it."
+    d = tmp_path_factory.mktemp('qwen3-plain')
+    shutil.copy(shared/'tokenizers/qwen3/tokenizer.json', d)
+    cfg = json.loads((shared/'tokenizers/qwen3/tokenizer_config.json').read_text())
+    cfg.pop('chat_template')
+    (d/'tokenizer_config.json').write_text(json.dumps(cfg))
+    return d
+
+
+def folder_with(base, tmp_path, **files):
+    "A copy of the tokenizer folder `base` with extra files (name -> text)."
+    d = tmp_path/'model'
+    shutil.copytree(base, d)
+    for name, text in files.items(): (d/name.replace('__', '/')).write_text(text)
+    return d
+
+
+def cli(*args):
+    from pope_audit.cli import main
+    o, e, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try: main(list(map(str, args)))
+        except SystemExit as x: code = x.code
+    return code, o.getvalue(), e.getvalue()
+
+
+# The ids below were read off by hand with convert_ids_to_tokens: the unspaced forms after a chat template's
+# generation prompt, the space-marked ones (Ġ/▁) excluded.
+CHAT_IDS = {
+    'gemma-3': ({'yes': [4443, 10784], 'no': [1904, 3771]}, {4443: 'yes', 10784: 'Yes', 1904: 'no', 3771: 'No'}, {8438: '▁Yes', 2301: '▁No'}),
+    'qwen3': ({'yes': [9454, 9693], 'no': [2152, 2753]}, {9454: 'Yes', 9693: 'yes', 2152: 'no', 2753: 'No'}, {7414: 'ĠYes', 2308: 'ĠNo'}),
+    'llama-3.1': ({'yes': [9642, 9891], 'no': [2201, 2822]}, {9642: 'Yes', 9891: 'yes', 2201: 'no', 2822: 'No'}, {7566: 'ĠYes', 2360: 'ĠNo'}),
+}
+PRESET_OF = {'gemma-3': 'gemma-3', 'qwen3': 'qwen3', 'llama-3.1': 'llama-3'}
+
+
+@pytest.mark.parametrize('vocab', CHAT_VOCABS)
+def test_chat_template_real_vocab(toks, vocab):
+    tok = toks[vocab]
+    derived, spelled, spaced = CHAT_IDS[vocab]
+    pr = probe(tok, 'chat')
+    assert pr.derived == derived
+    assert {i: tok.convert_ids_to_tokens(i) for i in spelled} == spelled
+    assert {i: tok.convert_ids_to_tokens(i) for i in spaced} == spaced
+    assert pr.template.sep == '' and pr.join_rule.startswith('chat template (tokenizer_config.json: chat_template)')
+    assert pr.chat['source'] == 'tokenizer_config.json: chat_template'
+    ex = check_ids(pr, {'yes': list(spaced)[:1], 'no': list(spaced)[1:]}).verdict
+    assert ex.str.startswith('excluded').all()
+    # the preset transcribes the same rendering, and the probe under it agrees
+    assert pr.template.text == TEMPLATES[PRESET_OF[vocab]].text
+    pp = probe(tok, PRESET_OF[vocab])
+    assert pp.derived == derived and pp.notes == []
+
+
+def test_qwen3_scaffolding_and_setting(toks):
+    cp = chat_prompt(toks['qwen3'])
+    assert cp.settings == {'enable_thinking': False}
+    assert cp.scaffold == '<think>\n\n</think>\n\n'
+    assert cp.template.text == '<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'
+    assert any('defined by enable_thinking=False' in n for n in cp.notes)
+    pr = probe(toks['qwen3'], 'chat')
+    assert pr.template.name == 'chat[enable_thinking=False]'
+    a = pr.answers.set_index('joining')
+    assert (a.loc["'Yes'", 'ids'], a.loc["'No'", 'ids']) == ((9454,), (2753,))     # 'Yes' with no leading space after the scaffolding
+    text = probe_text(pr)
+    assert "scaffolding before the answer '<think>\\n\\n</think>\\n\\n'" in text and 'under enable_thinking=False' in text
+
+
+def test_gguf_chat_template(shared):
+    tok = shared_tokenizer('qwen2')
+    tmpl, source = chat_template_of(tok)
+    assert source == 'ggml-vocab-qwen2.gguf: tokenizer.chat_template' and 'add_generation_prompt' in tmpl
+    pr = probe(tok, 'chat')
+    assert pr.template.text.endswith('<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n')
+    assert pr.derived == {'yes': [9454, 9693], 'no': [2152, 2753]}
+    assert find_chat_template(shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf') == ({}, None)
+
+
+def test_gguf_metadata_scan(tmp_path):
+    "The GGUF scan skips arrays of every kind and finds the default and the named templates."
+    import gguf
+    w = gguf.GGUFWriter(str(tmp_path/'m.gguf'), 'llama')
+    w.add_array('tokenizer.ggml.tokens', ['<s>', 'Yes', '▁Yes'])
+    w.add_array('tokenizer.ggml.scores', [0.0, -1.5, -2.5])
+    w.add_uint32('llama.block_count', 2)
+    w.add_string('tokenizer.chat_template', '{{ messages[0].content }}')
+    w.add_string('tokenizer.chat_template.tool_use', 'tools')
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.close()
+    from pope_audit.tokens import gguf_chat_templates
+    assert gguf_chat_templates(tmp_path/'m.gguf') == {'default': '{{ messages[0].content }}', 'tool_use': 'tools'}
+    assert find_chat_template(tmp_path, 'm.gguf')[1] == 'm.gguf: tokenizer.chat_template'
+
+
+def test_chat_template_jinja(toks, tmp_path):
+    toks['qwen3'].save_pretrained(str(tmp_path))          # transformers 5 writes the template as chat_template.jinja
+    assert (tmp_path/'chat_template.jinja').is_file()
+    assert 'chat_template' not in json.loads((tmp_path/'tokenizer_config.json').read_text())
+    tok = load_tokenizer(tmp_path)
+    assert tok.chat_template_source == 'chat_template.jinja'
+    assert probe(tok, 'chat').derived == CHAT_IDS['qwen3'][0]
+
+
+# LLaVA-OneVision's processor template, written from the transformers docs: the user turn opens with the role and a space,
+# the generation prompt is '<|im_start|>assistant\n', but a finished turn reads '<|im_start|>assistant \nYes<|im_end|>'.
+ONEVISION_STYLE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + ' '}}"
+                   "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>' }}{% endfor %}"
+                   "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}{{ '\\n' + content['text'] }}{% endfor %}"
+                   "{{'<|im_end|>'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def test_processor_chat_template_json(qwen3_plain, tmp_path):
+    assert chat_template_of(load_tokenizer(qwen3_plain)) == (None, None)
+    d = folder_with(qwen3_plain, tmp_path, **{'chat_template.json': json.dumps({'chat_template': ONEVISION_STYLE})})
+    pr = probe(load_tokenizer(d), 'chat')
+    assert pr.chat['source'] == 'chat_template.json: chat_template'
+    assert pr.template.text == '<|im_start|>user <image>\n{question}<|im_end|><|im_start|>assistant\n' == TEMPLATES['llava-onevision'].text
+    # the finished turn does not extend the generation prompt: the probe says so and the last-token rule decides
+    assert any("does not extend the generation prompt" in n and "'\\n'" in n and "' \\n'" in n for n in pr.notes), pr.notes
+    assert pr.join_rule.startswith("last-token rule: the prompt ends with 'Ċ' (198), whitespace")
+    assert pr.derived == CHAT_IDS['qwen3'][0]
+    (d/'chat_template.json').unlink()                     # older processors keep it in processor_config.json
+    (d/'processor_config.json').write_text(json.dumps({'processor_class': 'LlavaOnevisionProcessor', 'chat_template': ONEVISION_STYLE}))
+    assert chat_template_of(load_tokenizer(d))[1] == 'processor_config.json: chat_template'
+
+
+def test_named_templates_in_tokenizer_config(qwen3_plain, tmp_path):
+    cfg = json.loads((qwen3_plain/'tokenizer_config.json').read_text())
+    cfg['chat_template'] = [{'name': 'tool_use', 'template': 'unused'},
+                            {'name': 'default', 'template': "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+                                                            "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"}]
+    d = folder_with(qwen3_plain, tmp_path, **{'tokenizer_config.json': json.dumps(cfg)})
+    cp = chat_prompt(load_tokenizer(d))
+    assert cp.template.text == 'user: {question}\nassistant:'
+    # the finished turn reads 'assistant: Yes': the rendering and the last-token rule (':' is text) agree on a space
+    assert cp.template.answer_sep == ' ' and 'and a space' in cp.rule
+    assert probe(load_tokenizer(d), 'chat').derived == {'yes': [7414, 9834], 'no': [902, 2308]}
+
+
+# DeepSeek-V3's shape: the answer follows the special <｜Assistant｜> token with nothing between.
+DEEPSEEK_STYLE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}"
+                  "{% else %}{{ '<｜Assistant｜>' + m['content'] + '<｜end▁of▁sentence｜>' }}{% endif %}{% endfor %}"
+                  "{% if add_generation_prompt %}{{ '<｜Assistant｜>' }}{% endif %}")
+
+
+@pytest.fixture
+def qwen3_deepseek(qwen3_plain):
+    tok = load_tokenizer(qwen3_plain)
+    tok.add_special_tokens({'additional_special_tokens': ['<｜User｜>', '<｜Assistant｜>', '<｜end▁of▁sentence｜>']})
+    return tok
+
+
+def test_template_ending_on_special_token(qwen3_deepseek):
+    tok = qwen3_deepseek
+    t = '<｜User｜>{question}<｜Assistant｜>'
+    assert Template('custom', t).sep == ' '                    # the old whitespace rule: a space, and the wrong ids
+    pr = probe(tok, t)
+    assert pr.template.sep == '' and 'a special token), so nothing' in pr.join_rule and '<｜Assistant｜>' in pr.join_rule
+    assert pr.derived == {'yes': [9454, 9693], 'no': [2152, 2753]}
+    assert check_ids(pr, {'yes': [9454, 7414], 'no': [2753, 2308]}).verdict.tolist() == [
+        'answer position', 'excluded: spells the word but never starts the answer here'] * 2
+    assert probe(tok, 'deepseek-v3').derived == pr.derived
+    # an added token that is not special (Qwen3's </think>) also takes the answer with nothing between
+    assert last_token_join(tok, 'assistant\n<think>\n\n</think>') == ('', "last-token rule: the prompt ends with '</think>' (151668, an added token), so nothing")
+    assert last_token_join(tok, 'Q: is it? A:')[0] == ' '
+
+
+def test_chat_template_deepseek_style(qwen3_deepseek):
+    qwen3_deepseek.chat_template = DEEPSEEK_STYLE
+    pr = probe(qwen3_deepseek, 'chat')
+    assert pr.template.text == '<｜User｜>{question}<｜Assistant｜>' and pr.derived == {'yes': [9454, 9693], 'no': [2152, 2753]}
+    assert pr.notes == []                                      # rendering and last-token rule agree
+    over = probe(qwen3_deepseek, 'chat', join=' ')
+    assert over.derived == {'yes': [7414, 9834], 'no': [902, 2308]} and over.join_rule == "--join ' '"
+    assert any(n.startswith("the chat template would join with '', not ' '") and "'Yes' 9454 (single token)" in n
+               and "' Yes' 7414 (single token)" in n for n in over.notes), over.notes
+
+
+# gpt-oss's shape: the generation prompt stops at '<|start|>assistant'; a finished turn goes on '<|channel|>final<|message|>'
+# before the answer, and the system turn prints today's date.
+HARMONY_STYLE = ("{{ '<|start|>system<|message|>Current date: ' + strftime_now('%Y-%m-%d') + '<|end|>' }}"
+                 "{% for m in messages %}{% if m['role'] == 'user' %}{{ '<|start|>user<|message|>' + m['content'] + '<|end|>' }}"
+                 "{% else %}{{ '<|start|>assistant<|channel|>final<|message|>' + m['content'] + '<|return|>' }}{% endif %}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}")
+
+
+def test_scaffolding_without_setting_and_pinned_date(toks):
+    tok = toks['qwen3']
+    cp = chat_prompt(type('Proc', (), {'tokenizer': tok, 'chat_template': HARMONY_STYLE})())   # a processor holds its tokenizer
+    assert cp.template.text == ('<|start|>system<|message|>Current date: 2024-07-26<|end|><|start|>user<|message|>{question}<|end|>'
+                                '<|start|>assistant<|channel|>final<|message|>')
+    assert cp.scaffold == '<|channel|>final<|message|>' and cp.settings == {'date_string': '26 Jul 2024'}
+    assert PINNED_DATE.isoformat() == '2024-07-26'
+    assert any('no setting puts it in the prompt' in n for n in cp.notes)
+
+
+def test_pinned_date_string():
+    from pope_audit.tokens import _pin_date
+    tok = shared_tokenizer('qwen3')
+    llama31 = ("{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}{%- endif %}"
+               "{{ 'Today Date: ' + date_string + '\\n' }}{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+               "{% if add_generation_prompt %}{{ 'assistant:\\n' }}{% endif %}")
+    tmpl, kw = _pin_date(llama31)
+    assert kw == {'date_string': '26 Jul 2024'}
+    assert tok.apply_chat_template([{'role': 'user', 'content': 'q'}], chat_template=tmpl, tokenize=False) == 'Today Date: 26 Jul 2024\nuser: q\n'
+    tmpl, kw = _pin_date("{{ strftime_now('%A') }}")
+    assert tok.apply_chat_template([{'role': 'user', 'content': 'q'}], chat_template=tmpl, tokenize=False, **kw) == 'Friday'     # 26 July 2024 was a Friday
+
+
+def test_multi_token_forms_are_named(shared):
+    tok = shared_tokenizer('llama-spm')
+    pr = probe(tok, 'llava15', forms={'yes': ('Yes', 'Yesss'), 'no': ('No', 'Nooo')})
+    assert pr.derived == {'yes': [3869], 'no': [1939]}
+    assert tok.convert_ids_to_tokens(list(pr.answers.set_index('joining').ids["' Yesss'"])) == ['▁Y', 'ess', 's']
+    assert any(n.startswith("' Yesss' is not a single token here (3 tokens: ▁Y ess s)") for n in pr.notes), pr.notes
+
+
+# The refusals: one line, exit 2, naming what is missing and what to pass instead.
+RAISES = ("{% for m in messages %}{% if m['role'] == 'user' and not loop.first %}{% endif %}"
+          "{% if messages[0]['role'] != 'system' %}{{ raise_exception('Conversation must start with a system message') }}{% endif %}"
+          "{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}A:{% endif %}")
+NO_GENERATION = "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+
+
+def test_bad_input_cli(shared, qwen3_plain, tmp_path):
+    code, out, err = cli('probe', '--tokenizer', shared/'tokenizers/llama-spm', '--template', 'chat')
+    assert (code, out) == (2, '') and len(err.strip().splitlines()) == 1
+    assert 'has no chat template' in err and 'pass --template with a preset' in err
+    d = folder_with(qwen3_plain, tmp_path, **{'chat_template.jinja': NO_GENERATION})
+    code, out, err = cli('probe', '--tokenizer', d)
+    assert (code, out) == (2, '') and len(err.strip().splitlines()) == 1
+    assert 'chat_template.jinja) has no generation prompt' in err and 'pass --template' in err
+    (d/'chat_template.jinja').write_text(RAISES)
+    code, out, err = cli('probe', '--tokenizer', d, '--template', 'chat')
+    assert (code, out) == (2, '') and len(err.strip().splitlines()) == 1
+    assert 'raises TemplateError: Conversation must start with a system message' in err and 'pass --template' in err
+    for bad in ('x', '  ', '\\n'):
+        code, out, err = cli('probe', '--tokenizer', shared/'tokenizers/llama-spm', '--join', bad)
+        assert (code, out) == (2, '') and len(err.strip().splitlines()) == 1 and "field 'join': --join must be ' ' (a space) or ''" in err
+
+
+def test_cli_defaults_to_chat(shared):
+    code, out, _ = cli('probe', '--tokenizer', shared/'tokenizers/qwen3', '--json')
+    d = json.loads(out)['probe']
+    assert code == 0 and d['template']['name'] == 'chat[enable_thinking=False]' and d['derived'] == CHAT_IDS['qwen3'][0]
+    assert d['chat']['scaffold'] == '<think>\n\n</think>\n\n'
+    code, out, _ = cli('probe', '--tokenizer', shared/'tokenizers/qwen3', '--join', ' ')
+    assert code == 0 and "decided by --join ' '" in out and "the chat template would join with ''" in out
+    code, out, _ = cli('probe', '--tokenizer', shared/'tokenizers/llama-spm', '--json')      # no chat template: LLaVA-1.5's preset
+    assert json.loads(out)['probe']['template']['name'] == 'llava15'
+    code, out, _ = cli('ls', 'templates')
+    rows = {l.split()[0]: l for l in out.splitlines()}
+    assert "join ''" in rows['deepseek-v3'] and "join ''" in rows['gpt-oss'] and "join ' '" in rows['llava15'] and "join ' '" in rows['smolvlm']
+    for name in ('gemma-3', 'llama-3', 'qwen2.5-vl', 'qwen3', 'qwen3-vl', 'internvl', 'smolvlm', 'llava-onevision', 'mistral-3', 'pixtral',
+                 'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma'):
+        assert TEMPLATES[name].source, name                      # each preset names where it was transcribed from
