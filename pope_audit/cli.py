@@ -27,9 +27,11 @@ def parse_ids(spec:str) -> dict[str, list[int]]:
     except ValueError: raise InputError(f'--ids must be llava-two, llava-eight or YES,IDS/NO,IDS (got {spec!r})', field='ids') from None
 
 def cmd_probe(a):
-    from pope_audit.tokens import load_tokenizer, probe, check_ids, probe_text
+    from pope_audit.tokens import load_tokenizer, probe, check_ids, probe_text, chat_template_of, check_join
+    join = None if a.join is None else check_join(a.join)       # refused before the tokenizer loads
     tok = load_tokenizer(a.tokenizer, a.gguf_file)
-    pr = probe(tok, a.template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''))
+    template = a.template or ('chat' if chat_template_of(tok)[0] else 'llava15')     # the model's own chat template when it has one
+    pr = probe(tok, template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''), join=join)
     chk = check_ids(pr, parse_ids(a.ids), tok) if a.ids else None
     if a.json: return dict(probe=pr.to_dict(), check=None if chk is None else chk.to_dict('records'))
     print(probe_text(pr, chk))
@@ -246,7 +248,7 @@ def cmd_ls(a):
     from pope_audit.models import FAMILIES, load_ports
     load_ports()
     rows = {'readouts': [(n, r.description) for n, r in READOUTS.items()],
-            'templates': [(n, repr(t.text)) for n, t in TEMPLATES.items()],
+            'templates': [(n, f'join {t.sep!r:<4} {t.text!r}') for n, t in TEMPLATES.items()],
             'families': [(n, f"model types {', '.join(c.model_types)}; template {c.default_template}" + (' (experimental)' if c.experimental else ''))
                          for n, c in FAMILIES.items()]}[a.what]
     if a.json: return [dict(name=n, description=d) for n, d in rows]
@@ -347,8 +349,10 @@ def parser() -> argparse.ArgumentParser:
     s = add('probe', cmd_probe, "which ids a yes/no answer takes under a template, and which are excluded")
     s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
     s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
-    s.add_argument('--template', default='llava15', help=f'preset ({", ".join(TEMPLATES)}) or a string with {{question}}')
+    s.add_argument('--template', help=f"chat (the tokenizer's own chat template), a preset ({', '.join(TEMPLATES)}) or a string with {{question}} "
+                   '(default: chat when the tokenizer has one, else llava15)')
     s.add_argument('--question', default='Is there a dog in the image?', help='the question the probe renders')
+    s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: the chat template's rendering, the preset's, or the last-token rule)")
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
     s = add('score', cmd_score, 'score answer files or records under every applicable readout')
