@@ -4,28 +4,39 @@
 
 # %% ../nbs/04a_scoring.ipynb #00a45af4
 from __future__ import annotations
-import csv, io, itertools, json, os, sys
+import csv, io, itertools, json, os, re, sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import pandas as pd
 from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
-                             split_from_name, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS)
+                             split_from_name, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
 from . import readouts
 from .readouts import Record, READOUTS, applicable, SCHEMA
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
 
 # %% auto #0
-__all__ = ['KINDS', 'TABLE_SUFFIXES', 'DECISIONS', 'NEEDS', 'read_table', 'detect_kind', 'JoinCheck', 'answer_text',
-           'read_llava_answers', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
-           'read_predictions', 'Answers', 'load_answers', 'check_readouts', 'predictions', 'score_predictions',
-           'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
-           'write_vlmeval_table', 'coverage', 'records_questions', 'score_summary', 'summary_text', 'summary_json']
+__all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'read_table',
+           'detect_kind', 'JoinCheck', 'answer_text', 'read_llava_answers', 'one_split', 'lmms_task_split',
+           'lmms_objects', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
+           'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'check_readouts',
+           'predictions', 'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary',
+           'write_lmms_log', 'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions',
+           'score_summary', 'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
+LAYOUTS = ["LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
+           "lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)",
+           "lmms-eval sample log, 0.2.x-0.3 layout (.jsonl, each line with doc)",
+           "lmms-eval sample log, 0.4 and later (…_samples_{task}.jsonl, no doc: doc_id is a position in the split's questions; needs --questions)",
+           "lmms-eval output folder (one file per task: pope_adv, pope_pop, pope_random)",
+           "VLMEvalKit POPE result table (.xlsx/.tsv/.csv: index a row number, category comma-joined splits, image_path, question, answer, prediction)",
+           "the paper's package's predictions (pope-audit 0.1.1 on PyPI: .txt, one answer per line, aligned to the one POPE file given with --questions)",
+           "a predictions table (question_id, label, split, yes/no columns)",
+           "a pope-audit run folder or records.jsonl"]
 
 def _read_delimited(path, sep) -> tuple[pd.DataFrame, list[int]]:
     raw = path.read_bytes()
@@ -61,6 +72,12 @@ def _table_kind(cols, path) -> str:
     raise InputError(f'cannot tell what kind of table this is (columns: {sorted(cols)}): a VLMEvalKit table has index, '
                      'question, answer, prediction, category; a predictions table has question_id, label and yes/no columns', path)
 
+def _first_line(path) -> bytes:
+    with open(path, 'rb') as f:
+        for b in f:
+            if b.strip(): return b.lstrip(b'\xef\xbb\xbf').strip()
+    return b'{'                                              # empty: let the JSON reader say so
+
 def detect_kind(path:str|os.PathLike) -> str:
     "Which kind of answer file `path` is (a run folder counts as `records`)."
     path = Path(path)
@@ -69,6 +86,8 @@ def detect_kind(path:str|os.PathLike) -> str:
         raise InputError('folder holds no records.jsonl', path)
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
+    if path.suffix.lower() == '.txt' or not _first_line(path).startswith(b'{'): return 'lines'
+    if path.suffix.lower() == '.json' and lmms_objects(path)[0] == '0.2': return 'lmms-eval'
     for line, o in read_jsonl(path):
         if o.get('schema') == SCHEMA or {'split', 'question_id', 'image', 'question', 'label'} <= set(o): return 'records'
         if 'doc_id' in o and ('resps' in o or 'filtered_resps' in o): return 'lmms-eval'
@@ -175,68 +194,143 @@ def _first_text(v):
     while isinstance(v, (list, tuple)) and v: v = v[0]
     return None if isinstance(v, (list, tuple)) else v
 
-def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file
+LMMS_TASKS = {'pope_adv': 'adversarial', 'pope_pop': 'popular', 'pope_random': 'random'}   # lmms-eval's per-split POPE tasks
+
+def one_split(v, file=None, line=None, field='split') -> str:
+    "A split name; a value naming several splits (`adversarial,random`) is refused, never taken as one split's name."
+    s = str(v).strip()
+    if len([p for p in s.split(',') if p.strip()]) > 1:
+        raise InputError(f'{s!r} names several splits, not one (a VLMEvalKit table lists them in its category column: '
+                         'read it as a vlmevalkit table)', file, line, field)
+    return s
+
+def lmms_task_split(path) -> str|None:
+    "The split an lmms-eval log's file name names through its task (`…_samples_pope_adv.jsonl` → `adversarial`), if any."
+    stem = Path(path).stem
+    for task, split in sorted(LMMS_TASKS.items(), key=lambda t: -len(t[0])):
+        if re.search(rf'(^|[_\W]){task}($|[_\W])', stem): return split
+    return split_from_name(path)
+
+def lmms_objects(path) -> tuple[str, list[tuple[int, dict]]]:
+    "An lmms-eval log's layout (`0.2` for `{task}.json` holding a `logs` list, else `0.4`) and its (line or entry, object) pairs."
+    path = input_file(path, 'lmms-eval log')
+    if path.suffix.lower() == '.json':
+        try: doc = json.loads(path.read_bytes())
+        except ValueError: doc = None                     # JSON Lines under a .json name
+        if isinstance(doc, dict) and isinstance(doc.get('logs'), list):
+            for i, o in enumerate(doc['logs']):
+                if not isinstance(o, dict): raise InputError('expected a JSON object', path, field=f'logs[{i}]')
+            return '0.2', list(enumerate(doc['logs'], 1))
+    return '0.4', list(read_jsonl(path))
+
+def _lmms_doc(o, path, line):
+    doc = o['doc']
+    if not isinstance(doc, dict): raise InputError('doc must be a JSON object', path, line, 'doc')
+    for f in ('question_id', 'question', 'answer'):
+        if doc.get(f) is None or str(doc[f]).strip() == '': raise InputError('missing field', path, line, f'doc.{f}')
+    return doc
+
+def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any layout since 0.2
                   questions:pd.DataFrame|None=None, # a question table to join to and check against
                   splits=None, # keep only these splits (default: all)
                   check:JoinCheck|None=None, # collects the pairing checks
+                  split:str|None=None, # the split, when neither the task in the file name nor the log names it
+                  notes:list|None=None, # collects notes (identical duplicate lines dropped)
                  ) -> list[Record]:
-    "Records from an lmms-eval `--log_samples` JSONL file (optionally joined to `questions` and checked)."
+    "Records from an lmms-eval sample log, with or without `doc`; without it, `doc_id` is the position in the split's questions."
+    layout, objs = lmms_objects(path)
+    where = (lambda i: (None, f'logs[{i - 1}]')) if layout == '0.2' else (lambda i: (i, None))
+    fsplit = one_split(split, path, field='split') if split else lmms_task_split(path)
     qs = _by_key(questions) if questions is not None else None
     if qs is not None and check is None: check = JoinCheck(questions, path)
-    out, seen = [], {}
-    for line, o in read_jsonl(path):
-        need(o, ['doc'], path, line)
-        doc = o['doc']
-        if not isinstance(doc, dict): raise InputError('doc must be a JSON object', path, line, 'doc')
-        for f in ('question_id', 'question', 'answer', 'category'):
-            if doc.get(f) is None or str(doc[f]).strip() == '': raise InputError('missing field', path, line, f'doc.{f}')
-        fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
-        text = _first_text(o.get(fld))
-        if text is None: raise InputError('no response text', path, line, fld)
-        text = answer_text(text, path, line, fld)
-        split, qid = str(doc['category']), norm_qid(doc['question_id'])
-        label = norm_label(doc['answer'], path, line, 'doc.answer')
-        if (split, qid) in seen: raise InputError(f'duplicate answer for {split}/{qid!r} (first on line {seen[split, qid]})', path, line, 'doc.question_id')
-        seen[split, qid] = line
-        if splits and split not in splits: continue
-        image, question = str(doc.get('image_source') or ''), str(doc['question'])
-        if qs is not None:
-            q = _lookup(qs, split, qid)
-            if q is None: raise InputError(f'answer for {split}/{qid!r}, which is not in the question set', path, line, 'doc.question_id')
-            check(q, line, text=question, image=image, label=label, fields=('doc.question', 'doc.image_source', 'doc.answer'))
-            qid, image, question = q.question_id, q.image, q.question
-        out.append(Record(split, qid, image, question, label, source='lmms-eval', text=text))
+    order = {s: g.reset_index(drop=True) for s, g in questions.groupby('split', sort=False)} if questions is not None else {}
+    out, seen, dropped = [], {}, 0
+    for i, o in objs:
+        line, ent = where(i)
+        fld = lambda f: f'{ent}.{f}' if ent else f
+        if 'doc_id' not in o and 'doc' not in o: raise InputError('missing field', path, line, fld('doc_id'))
+        doc = _lmms_doc(o, path, line) if 'doc' in o else None
+        rf = 'filtered_resps' if o.get('filtered_resps') else 'resps'
+        text = _first_text(o.get(rf))
+        if text is None: raise InputError('no response text', path, line, fld(rf))
+        text = answer_text(text, path, line, fld(rf))
+        s = one_split(doc['category'], path, line, fld('doc.category')) if doc and doc.get('category') else fsplit
+        if not s: raise InputError(f'the task in this file name names no split and the log does not: give its split (--split {"|".join(SPLITS)})', path, line, 'split')
+        key = (s, norm_qid(doc['question_id'])) if doc else (s, 'doc_id', o['doc_id'])
+        if key in seen:
+            first, prev = seen[key]
+            if prev == o: dropped += 1; continue          # lmms-eval appends on a rerun
+            raise InputError(f'a second, different answer for {s} {key[-1]!r} (first on {"line" if layout == "0.4" else "entry"} {first}): '
+                             'which run is meant cannot be told', path, line, fld('doc_id'))
+        seen[key] = (i, o)
+        if splits and s not in splits: continue
+        if doc is not None:
+            qid, label = key[1], norm_label(doc['answer'], path, line, fld('doc.answer'))
+            image, question = str(doc.get('image_source') or ''), str(doc['question'])
+            if qs is not None:
+                q = _lookup(qs, s, qid)
+                if q is None: raise InputError(f'answer for {s}/{qid!r}, which is not in the question set', path, line, fld('doc.question_id'))
+                check(q, line, text=question, image=image, label=label, fields=(fld('doc.question'), fld('doc.image_source'), fld('doc.answer')))
+                qid, image, question = q.question_id, q.image, q.question
+        else:
+            if questions is None: raise InputError('this log carries no doc (lmms-eval 0.4 and later): give the questions it was run on (--questions); doc_id is a position in them', path, line, fld('doc'))
+            if s not in order: raise InputError(f'split {s!r} has no questions in the question set', path, line, 'split')
+            d = o['doc_id']
+            if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(order[s]):
+                raise InputError(f'doc_id {d!r} is not a position among the {len(order[s])} {s} questions', path, line, fld('doc_id'))
+            q = order[s].iloc[d]
+            label = norm_label(o['target'], path, line, fld('target')) if 'target' in o else None
+            check(q, line, text=o.get('input'), label=label, fields=(fld('input'), None, fld('target')))
+            qid, image, question, label = q.question_id, q.image, q.question, q.label
+        out.append(Record(s, qid, image, question, label, source='lmms-eval', text=text))
+    if dropped and notes is not None: notes.append(f'{path}: {dropped} identical duplicate lines dropped (lmms-eval appends when rerun)')
     return out
 
 # %% ../nbs/04a_scoring.ipynb #457fc210
+def _pair_key(image, question) -> tuple[str, str]:
+    "How a row is joined to a question: the image's file stem and the question's words (known wordings and suffixes set aside)."
+    return Path(str(image).strip()).stem, _reworded(question_core(question))
+
 def read_vlmeval_table(path:str|os.PathLike, # a VLMEvalKit result table
                        questions:pd.DataFrame|None=None, # a question table to join to and check against
                        splits=None, # keep only these splits (default: all)
                        check:JoinCheck|None=None, # collects the pairing checks
+                       notes:list|None=None, # collects notes (labels taken from the table)
                       ) -> list[Record]:
-    "Records from a VLMEvalKit result table (xlsx, tsv or csv), optionally joined to `questions` and checked."
+    "Records from a VLMEvalKit result table, one per (row, split) of its comma-joined `category`, joined by image and question text."
     df, lines = read_table(path)
     for c in ('index', 'question', 'answer', 'prediction', 'category'):
         if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})', path, field=c)
-    qs = _by_key(questions) if questions is not None else None
-    if qs is not None and check is None: check = JoinCheck(questions, path)
+    img = next((c for c in ('image_path', 'image_source') if c in df.columns), None)
+    if questions is not None:
+        if img is None: raise InputError('rows cannot be joined to the questions by image and question: the table has no image_path '
+                                         "column (VLMEvalKit's index is a row number, not a question id)", path, field='image_path')
+        if check is None: check = JoinCheck(questions, path)
+        by_pair = {}
+        for q in questions.itertuples(index=False): by_pair.setdefault((q.split, *_pair_key(q.image, q.question)), q)
+    elif notes is not None: notes.append(f'{path}: labels are the table\'s own answer column (no --questions to check them against)')
     out, seen = [], {}
     for i, r in zip(lines, df.to_dict('records')):
-        for c in ('index', 'category'):
+        for c in ('index', 'category', 'question'):
             if str(r[c]).strip() == '': raise InputError('missing value', path, i, c)
-        split, qid = str(r['category']).strip(), norm_qid(r['index'])
-        if (split, qid) in seen: raise InputError(f'duplicate index {qid!r} (first on row {seen[split, qid]})', path, i, 'index')
-        seen[split, qid] = i
-        if splits and split not in splits: continue
-        label, image = norm_label(r['answer'], path, i, 'answer'), str(r.get('image_path') or '')
-        question, pred = str(r['question']), answer_text(r['prediction'], path, i, 'prediction')
-        if qs is not None:
-            q = _lookup(qs, split, qid)
-            if q is None: raise InputError(f'index {qid!r} of {split!r} is not a question id of the question set '
-                                           '(--questions joins the index to POPE question ids)', path, i, 'index')
-            check(q, i, text=question, image=image, label=label, fields=('question', 'image_path', 'answer'))
-            qid, image, question = q.question_id, q.image, q.question
-        out.append(Record(split, qid, image, question, label, source='vlmevalkit', text=pred))
+        label, pred = norm_label(r['answer'], path, i, 'answer'), answer_text(r['prediction'], path, i, 'prediction')
+        image = str(r.get(img) or '') if img else ''
+        for split in [p.strip() for p in str(r['category']).split(',') if p.strip()]:    # exploded as POPE_rating does
+            if splits and split not in splits: continue
+            if questions is None:
+                qid, question = norm_qid(r['index']), str(r['question'])
+                if (split, qid) in seen: raise InputError(f'duplicate index {qid!r} in {split} (first on row {seen[split, qid]})', path, i, 'index')
+                seen[split, qid] = i
+            else:
+                k = (split, *_pair_key(image, r['question']))
+                if k in seen: raise InputError(f'a second row for image {image!r} and this question in {split} (first on row {seen[k]})', path, i, 'question')
+                seen[k] = i
+                q = by_pair.get(k)
+                if q is None: raise InputError(f'no {split} question in the question set asks {_asks(r["question"])} of image {image!r}: '
+                                               'this row cannot be joined by image and question', path, i, 'question')
+                check(q, i, text=str(r['question']), image=image, label=label, fields=('question', img, 'answer'))
+                qid, image, question = q.question_id, q.image, q.question
+            out.append(Record(split, qid, image, question, label, source='vlmevalkit', text=pred))
     return out
 
 # %% ../nbs/04a_scoring.ipynb #608bae0d
@@ -371,6 +465,32 @@ def read_predictions(path:str|os.PathLike, # a predictions table: question_id, l
     preds.attrs['set_aside'] = [c for c in cand if c not in use]
     return preds
 
+# %% ../nbs/04a_scoring.ipynb #003e213f
+def read_line_aligned(path:str|os.PathLike, # one answer per line, in the order of a POPE file
+                      questions:pd.DataFrame|None=None, # the questions of that one POPE file
+                      splits=None, # keep only these splits (must be the file's)
+                      check:JoinCheck|None=None, # unused: a line carries nothing to check but its place
+                      notes:list|None=None, # collects the note that only the count was verified
+                     ) -> list[Record]:
+    "Records from the paper's package's predictions file: line k answers question k of one named POPE file; the count is checked."
+    path = input_file(path, 'predictions file')
+    if questions is None or questions.split.nunique() != 1:
+        raise InputError('a line-aligned predictions file names no question: give the one POPE file it is aligned to (--questions coco_pope_<split>.json)', path, field='questions')
+    raw = path.read_bytes()
+    try: text = raw.decode('utf-8')
+    except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x})', path, raw.count(b'\n', 0, e.start) + 1) from None
+    lines = text.split('\n')
+    if text.endswith('\n'): lines = lines[:-1]
+    lines = [l.removesuffix('\r') for l in lines]
+    if len(lines) != len(questions):
+        raise InputError(f'{len(lines)} lines, but the question file it is aligned to has {len(questions)} questions: line k must answer question k',
+                         path, min(len(lines), len(questions)) + 1)
+    split = questions.split.iloc[0]
+    if notes is not None: notes.append(f'{path}: aligned to {len(questions)} {split} questions by line; only the count was verified '
+                                       '(a shuffled file has the same count)')
+    if splits and split not in splits: return []
+    return [Record(q.split, q.question_id, q.image, q.question, q.label, source='lines', text=t) for q, t in zip(questions.itertuples(index=False), lines)]
+
 # %% ../nbs/04a_scoring.ipynb #5da904dd
 @dataclass
 class Answers:
@@ -380,24 +500,64 @@ class Answers:
     preds: pd.DataFrame|None = None
     questions: pd.DataFrame|None = None
     check: JoinCheck|None = None
+    notes: list[str] = field(default_factory=list)
     @property
     def splits(self) -> list[str]:
         "The split of each answer, in order."
         return list(self.preds.split) if self.preds is not None else [r.split for r in self.records]
 
-def load_answers(path:str|os.PathLike, # any supported answer file, or a run folder
+READERS = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records, 'lines': read_line_aligned}
+
+def answer_files(paths) -> list[Path]:
+    "The files of a run: each file named, and in a tool's output folder each file whose kind is recognised (a run folder stays one)."
+    out = []
+    for p in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        p = Path(p)
+        if p.is_dir() and not (p/'records.jsonl').exists():
+            found = []
+            for f in sorted(p.iterdir()):
+                if not f.is_file() or f.name.startswith('.'): continue
+                try: detect_kind(f)
+                except InputError: continue                  # lmms-eval's results JSON, logs, …: not answers
+                found.append(f)
+            if not found: raise InputError('folder holds no answer file of a known kind', p)
+            out += found
+        else: out.append(p)
+    return out
+
+def load_answers(path, # any supported answer file, a run folder, a tool's output folder, or a list of them
                  kind:str|None=None, # one of `KINDS` (default: detected)
                  questions:pd.DataFrame|None=None, # the question table to join to (all splits)
                  splits=None, # keep only these splits
-                 split:str|None=None, # the split of a predictions table without a split column
+                 split:str|None=None, # the split of a predictions table or lmms-eval log that names none
                  names=None, # a predictions table's columns to score
                 ) -> Answers:
-    "Records (or decisions) from any supported answer file, joined to `questions` when given."
+    "Records (or decisions) from any supported answer files, joined to `questions` when given, scored as one run."
+    files = answer_files(path)
+    if split: split = one_split(split, files[0], field='split')
+    if len(files) > 1:
+        parts = [load_answers(f, kind, questions, splits, split, names) for f in files]
+        kinds = list(dict.fromkeys(a.kind for a in parts))
+        if any(a.preds is not None for a in parts): raise InputError('predictions tables are scored one at a time', files[0])
+        recs, seen = [], {}
+        for f, a in zip(files, parts):
+            for r in a.records:
+                if r.key in seen: raise InputError(f'{r.split}/{r.question_id!r} is answered in two files (also in {seen[r.key]})', f)
+                seen[r.key] = f; recs.append(r)
+        chk = None
+        if questions is not None:
+            chk = parts[0].check
+            for a in parts[1:]:
+                for s, c in a.check.counts.items(): chk.counts.setdefault(s, Counter()).update(c)
+        return Answers('+'.join(kinds), records=recs, questions=parts[0].questions, check=chk, notes=[n for a in parts for n in a.notes])
+    path = files[0]
     kind = kind or detect_kind(path)
     if kind not in KINDS: raise InputError(f'unknown answer-file kind {kind!r} (one of {KINDS})', path, field='kind')
-    if split and kind != 'predictions': raise InputError(f'--split names the split of a predictions table; a {kind} file names its own (use --splits to choose)', path, field='split')
+    if split and kind not in ('predictions', 'lmms-eval'):
+        raise InputError(f'--split names the split of a predictions table or an lmms-eval log whose task names none; a {kind} file names its own (use --splits to choose)', path, field='split')
     chk = JoinCheck(questions, path) if questions is not None else None
     qsel = questions if questions is None or not splits else questions[questions.split.isin(splits)]
+    notes = []
     if kind == 'predictions':
         preds = read_predictions(path, split, questions, splits, names, chk)
         if preds.empty: raise InputError(f'no rows in the splits asked for ({", ".join(splits)})', path, field='splits')
@@ -405,9 +565,11 @@ def load_answers(path:str|os.PathLike, # any supported answer file, or a run fol
     if kind == 'llava':
         if questions is None: raise InputError('LLaVA answer files carry no split or label: give the questions (--questions, and --labels for LLaVA\'s question file)', path)
         recs = read_llava_answers(path, questions, splits, chk)
-    else: recs = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records}[kind](path, questions, splits, chk)
+    elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
+    elif kind == 'records': recs = read_records(path, questions, splits, chk)
+    else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
-    return Answers(kind, records=recs, questions=qsel, check=chk)
+    return Answers(kind, records=recs, questions=qsel, check=chk, notes=notes)
 
 # %% ../nbs/04a_scoring.ipynb #386eea0b
 NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text',
@@ -500,6 +662,76 @@ def write_vlmeval_table(records:list[Record], path:str|os.PathLike):
                            category=[r.split for r in records], image_path=[r.image for r in records]))
     df.to_excel(path, index=False) if str(path).endswith('.xlsx') else df.to_csv(path, sep='\t', index=False)
 
+# %% ../nbs/04a_scoring.ipynb #373a674d
+def _d(a, b): return a / b if b else None
+
+def _lmms_eval(c):
+    n = sum(c.values()); p, r = _d(c['tp'], c['tp'] + c['fp']) or 0, _d(c['tp'], c['tp'] + c['fn']) or 0
+    return dict(pope_accuracy=_d(c['tp'] + c['tn'], n), pope_precision=p, pope_recall=r, pope_f1_score=_d(2 * p * r, p + r) or 0,
+                pope_yes_ratio=_d(c['tp'] + c['fn'] + c['up'], n))          # lmms-eval counts labels here, not predictions
+
+def _vlmevalkit(c):
+    n, fn = sum(c.values()), c['fn'] + c['up']                                # Unknown is No in P/R/F1, wrong in acc
+    p, r = _d(c['tp'], c['tp'] + c['fp']) or 0, _d(c['tp'], c['tp'] + fn) or 0
+    return dict(Overall=100 * (_d(2 * p * r, p + r) or 0), acc=100 * _d(c['tp'] + c['tn'], n), precision=100 * p, recall=100 * r)
+
+def _llava(c):
+    n = sum(c.values()); p, r = _d(c['tp'], c['tp'] + c['fp']), _d(c['tp'], c['tp'] + c['fn'])
+    return {'TP': c['tp'], 'FP': c['fp'], 'TN': c['tn'], 'FN': c['fn'], 'Accuracy': _d(c['tp'] + c['tn'], n), 'Precision': p,
+            'Recall': r, 'F1 score': None if p is None or r is None else _d(2 * p * r, p + r), 'Yes ratio': _d(c['tp'] + c['fp'], n)}
+
+def _paper(c):
+    p, r = _d(c['tp'], c['tp'] + c['fp']) or 0, _d(c['tp'], c['tp'] + c['fn']) or 0
+    return dict(precision=round(p, 4), recall=round(r, 4), f1=round(_d(2 * p * r, p + r) or 0, 4), tp=c['tp'], fp=c['fp'], fn=c['fn'])
+
+@dataclass
+class Tool:
+    "A source tool's own scoring: the readout it applies, its numbers from a confusion, how it rounds, and whether it pools splits."
+    name: str
+    version: str
+    readout: str
+    numbers: callable
+    fmt: str
+    overall: str|None = None
+    why: dict = field(default_factory=dict)
+
+TOOLS = {
+    'lmms-eval': Tool('lmms-eval', 'tasks/pope/utils.py, 0.2 and later', 'lmms_exact', _lmms_eval, '{:.4f}',
+                      why=dict(pope_recall='an answer that is neither "yes" nor "no" on a positive is left out of recall, not counted as missed',
+                               pope_precision='an unmatched answer on a negative is left out of precision',
+                               pope_f1_score='from that precision and recall',
+                               pope_yes_ratio='counts labels, not predictions: the share of positive questions')),
+    'vlmevalkit': Tool('VLMEvalKit', 'POPE_rating with YOrN_Extraction, exact matching (no judge)', 'vlmeval_yorn', _vlmevalkit, '{}', 'Overall',
+                       why=dict(precision='Unknown counts as No', recall='Unknown counts as No: a missed positive',
+                                Overall='F1, with Unknown counted as No', acc='Unknown counts as wrong')),
+    'llava': Tool('LLaVA eval_pope.py', 'llava/eval/eval_pope.py, LLaVA 1.5', 'pope_parse', _llava, '{}'),
+    'lines': Tool("the paper's package", 'pope_audit.evaluate 0.1.1 (PyPI pope-audit)', 'lmms_exact', _paper, '{}',
+                  why=dict(recall='a line that is neither "yes" nor "no" is left out of recall', precision='an unmatched line is left out of precision',
+                           f1='from that precision and recall')),
+}
+AUDITED = dict(pope_accuracy='accuracy', pope_precision='precision', pope_recall='recall', pope_f1_score='f1', pope_yes_ratio='yes_rate',
+               Overall='f1', acc='accuracy', precision='precision', recall='recall', Accuracy='accuracy', Precision='precision',
+               Recall='recall', **{'F1 score': 'f1', 'Yes ratio': 'yes_rate'}, f1='f1')
+
+def as_printed(records:list[Record]) -> list[dict]:
+    "Each source tool's numbers on its own records, as that tool computes and rounds them: `{tool, split, metric, value, audited, why}`."
+    out = []
+    for src in dict.fromkeys(r.source for r in records):
+        if src not in TOOLS: continue
+        t, rs = TOOLS[src], [r for r in records if r.source == src]
+        groups = [(s, [r for r in rs if r.split == s]) for s in dict.fromkeys(r.split for r in rs)] + ([(t.overall, rs)] if t.overall else [])
+        for split, g in groups:
+            preds, labels = [READOUTS[t.readout](r) for r in g], [r.label for r in g]
+            c, ours = confusion(preds, labels), scores(confusion(preds, labels), 'wrong')
+            for m, v in t.numbers(c).items():
+                if src == 'lmms-eval' and v is not None: v = round(v, 4)           # lmms-eval's table prints %.4f
+                a = ours.get(AUDITED.get(m)) if m in AUDITED else None
+                scale = 100 if src == 'vlmevalkit' else 1
+                part = a is not None and v is not None and not pd.isna(a) and abs(v / scale - a) > 5e-5
+                out.append(dict(tool=t.name, split=split, metric=m, value=v, audited=None if a is None or pd.isna(a) else a * scale,
+                                why=t.why.get(m, '') if part else ''))
+    return out
+
 # %% ../nbs/04a_scoring.ipynb #e97404ac
 def coverage(answers, questions:pd.DataFrame|None=None) -> pd.DataFrame:
     "Per split: questions in the set, answers scored (`answers`: records or their splits)."
@@ -534,12 +766,24 @@ def score_summary(ans:Answers, # what `load_answers` read
     ci, mc = compare_readouts(preds, pairs, n_boot)
     qtab = ans.questions if ans.questions is not None else _implied_questions(ans)
     return dict(kind=ans.kind, fingerprint=fingerprint(qtab), checks=None if ans.check is None else ans.check.table(),
-                notes=[] if ans.check is None else ans.check.notes(), coverage=coverage(ans.splits, ans.questions),
+                notes=([] if ans.check is None else ans.check.notes()) + ans.notes, coverage=coverage(ans.splits, ans.questions),
                 set_aside=(ans.preds.attrs.get('set_aside', []) if ans.preds is not None else []), unknown=unknown,
-                scores=score_predictions(preds, unknown), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
+                scores=score_predictions(preds, unknown), as_printed=as_printed(ans.records or []), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
 
 # %% ../nbs/04a_scoring.ipynb #22fa9d85
 def _f4(v): return '' if pd.isna(v) else f'{v:.4f}'
+
+def _printed_text(rows) -> list[str]:
+    "A section per source tool: its numbers as it prints them, the audited number beside each, and why they part."
+    out = []
+    for name in dict.fromkeys(r['tool'] for r in rows):
+        t = next(t for t in TOOLS.values() if t.name == name)
+        tab = pd.DataFrame([r for r in rows if r['tool'] == name])
+        fmt = lambda v: '' if v is None or pd.isna(v) else (str(int(v)) if isinstance(v, int) else t.fmt.format(v))
+        tab = tab.assign(value=tab.value.map(fmt), audited=tab.audited.map(lambda v: '' if v is None or pd.isna(v) else f'{v:.4f}'))
+        out += [f"as {name} prints it ({t.version}; its readout: {t.readout}; audited: the same readout, unknown counted as wrong):",
+                tab.rename(columns={'value': 'printed'})[['split', 'metric', 'printed', 'audited', 'why']].to_string(index=False), '']
+    return out
 
 def summary_text(sm:dict, title:str='') -> str:
     "`score_summary`'s output as the text `pope-audit score` prints."
@@ -547,7 +791,9 @@ def summary_text(sm:dict, title:str='') -> str:
     parts += ['question set:', sm['fingerprint'].to_string(index=False), '']
     if sm['checks'] is not None:
         parts += ['pairings checked (answers joined to the question set by id):', sm['checks'].to_string(index=False), *sm['notes'], '']
+    elif sm['notes']: parts += [*sm['notes'], '']
     parts += ['coverage:', sm['coverage'].to_string(), '']
+    parts += _printed_text(sm.get('as_printed') or [])
     if sm['set_aside']: parts += [f'columns set aside (not yes/no): {", ".join(sm["set_aside"])}', '']
     wide = st.pivot_table(index='readout', columns='split', values='f1', sort=False).map(_f4)
     parts += [f'F1, every readout side by side (unknown answers: {sm["unknown"]}):', wide.to_string(), '']
@@ -575,4 +821,5 @@ def summary_json(sm:dict) -> dict:
     return dict(kind=sm['kind'], fingerprint=rec(sm['fingerprint']), pairings=rec(sm['checks']), notes=sm['notes'],
                 coverage=rec(sm['coverage'].reset_index()), set_aside=sm['set_aside'], unknown_policy=sm['unknown'],
                 scores=rec(sm['scores']), f1_intervals=rec(sm['f1_ci']), n_boot=sm['n_boot'], mcnemar=rec(sm['pairs']),
-                tie_rule=sm['tie'], ties=rec(sm['ties']))
+                tie_rule=sm['tie'], ties=rec(sm['ties']),
+                as_printed=[{k: r[k] for k in ('tool', 'split', 'metric', 'value')} for r in sm.get('as_printed') or []])
