@@ -388,6 +388,7 @@ def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
     for i, b in enumerate(raw.split(b'\n')[:-1] if raw else [], 1):
         rec = parse_record(b, path, i)
         if rec is None: continue
+        one_split(rec.split, path, i)
         if rec.key in seen: raise InputError(f'duplicate record for {rec.split}/{rec.question_id!r} (first on line {seen[rec.key]})', path, i, 'question_id')
         seen[rec.key] = i
         if splits and rec.split not in splits: continue
@@ -451,7 +452,7 @@ def read_predictions(path:str|os.PathLike, # a predictions table: question_id, l
             if o.get(c) is None or str(o[c]).strip() == '': raise InputError('missing value', path, ln, c)
         qid, label = norm_qid(o['question_id']), norm_label(o['label'], path, ln)
         if by_id and not llava_key(qid): raise InputError(f"{qid!r} is not one of LLaVA's file-wide ids, and the table names no split", path, ln, 'question_id')
-        s = split or (str(o['split']).strip() if 'split' in cols else llava_key(qid)[0])
+        s = split or (one_split(o['split'], path, ln) if 'split' in cols else llava_key(qid)[0])
         if (s, qid) in seen: raise InputError(f'duplicate row for {s}/{qid!r} (first on line {seen[s, qid]})', path, ln, 'question_id')
         seen[s, qid] = ln
         if splits and s not in splits: continue
@@ -719,7 +720,7 @@ def as_printed(records:list[Record]) -> list[dict]:
     for src in dict.fromkeys(r.source for r in records):
         if src not in TOOLS: continue
         t, rs = TOOLS[src], [r for r in records if r.source == src]
-        groups = [(s, [r for r in rs if r.split == s]) for s in dict.fromkeys(r.split for r in rs)] + ([(t.overall, rs)] if t.overall else [])
+        groups = ([(t.overall, rs)] if t.overall else []) + [(s, [r for r in rs if r.split == s]) for s in dict.fromkeys(r.split for r in rs)]
         for split, g in groups:
             preds, labels = [READOUTS[t.readout](r) for r in g], [r.label for r in g]
             c, ours = confusion(preds, labels), scores(confusion(preds, labels), 'wrong')
@@ -778,9 +779,9 @@ def _printed_text(rows) -> list[str]:
     out = []
     for name in dict.fromkeys(r['tool'] for r in rows):
         t = next(t for t in TOOLS.values() if t.name == name)
-        tab = pd.DataFrame([r for r in rows if r['tool'] == name])
-        fmt = lambda v: '' if v is None or pd.isna(v) else (str(int(v)) if isinstance(v, int) else t.fmt.format(v))
-        tab = tab.assign(value=tab.value.map(fmt), audited=tab.audited.map(lambda v: '' if v is None or pd.isna(v) else f'{v:.4f}'))
+        fmt = lambda v: '' if v is None else str(v) if isinstance(v, int) else t.fmt.format(v)
+        tab = pd.DataFrame([dict(r, value=fmt(r['value']), audited='' if r['audited'] is None else f"{r['audited']:.4f}")
+                            for r in rows if r['tool'] == name])
         out += [f"as {name} prints it ({t.version}; its readout: {t.readout}; audited: the same readout, unknown counted as wrong):",
                 tab.rename(columns={'value': 'printed'})[['split', 'metric', 'printed', 'audited', 'why']].to_string(index=False), '']
     return out
