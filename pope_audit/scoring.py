@@ -326,6 +326,9 @@ def read_vlmeval_table(path:str|os.PathLike, # a VLMEvalKit result table
                 if k in seen: raise InputError(f'a second row for image {image!r} and this question in {split} (first on row {seen[k]})', path, i, 'question')
                 seen[k] = i
                 q = by_pair.get(k)
+                if q is None and k[1] not in check.images:
+                    raise InputError(f'image {image!r} is not an image of the question set (a name VLMEvalKit gave it?), so this row cannot be '
+                                     "joined by image and question: score the table without --questions, on its own answer column", path, i, img)
                 if q is None: raise InputError(f'no {split} question in the question set asks {_asks(r["question"])} of image {image!r}: '
                                                'this row cannot be joined by image and question', path, i, 'question')
                 check(q, i, text=str(r['question']), image=image, label=label, fields=('question', img, 'answer'))
