@@ -337,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument('--splits', nargs='+', help='splits to use (default: all)')
     def answers(s):
         s.add_argument('--kind', choices=list(KINDS), help='what the input is (default: detected)')
-        s.add_argument('--split', help='the split of a predictions table that has no split column')
+        s.add_argument('--split', help='the split of a predictions table without a split column, or of an lmms-eval log whose task names none')
         questions(s)
         s.add_argument('--ties', default='decoder', choices=list(TIE_RULES),
                        help='exact ties of max readouts: the lowest tying id wins, as the decoder does, or yes wins (the paper\'s stated ≥)')
