@@ -256,6 +256,8 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any
         text = answer_text(text, path, line, fld(rf))
         s = one_split(doc['category'], path, line, fld('doc.category')) if doc and doc.get('category') else fsplit
         if not s: raise InputError(f'the task in this file name names no split and the log does not: give its split (--split {"|".join(SPLITS)})', path, line, 'split')
+        if doc is None and (not isinstance(o['doc_id'], int) or isinstance(o['doc_id'], bool)):
+            raise InputError(f'doc_id must be a whole number (a position among the split\'s questions), got {json.dumps(o["doc_id"])[:40]}', path, line, fld('doc_id'))
         key = (s, norm_qid(doc['question_id'])) if doc else (s, 'doc_id', o['doc_id'])
         if key in seen:
             first, prev = seen[key]
@@ -276,7 +278,7 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any
             if questions is None: raise InputError('this log carries no doc (lmms-eval 0.4 and later): give the questions it was run on (--questions); doc_id is a position in them', path, line, fld('doc'))
             if s not in order: raise InputError(f'split {s!r} has no questions in the question set', path, line, 'split')
             d = o['doc_id']
-            if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(order[s]):
+            if not 0 <= d < len(order[s]):
                 raise InputError(f'doc_id {d!r} is not a position among the {len(order[s])} {s} questions', path, line, fld('doc_id'))
             q = order[s].iloc[d]
             label = norm_label(o['target'], path, line, fld('target')) if 'target' in o else None

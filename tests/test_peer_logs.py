@@ -195,3 +195,17 @@ def test_several_splits_never_one_name(tmp_path, capsys):
     pd.DataFrame(dict(question_id=[1, 2], label=['yes', 'no'], a=['yes', 'no'], split='adversarial,random')).to_csv(p, index=False)
     code, _, err = run(capsys, 'score', p, '--boot', '0')
     assert code == 2 and 'p.csv:2:' in err and 'names several splits' in err
+
+
+def test_cli_lmms_doc_id_checked(llava, small, capsys):
+    a, d = small
+    (f,) = P.write_lmms(a, llava['qs'], d, '0.4')
+    lines = f.read_text().splitlines(keepends=True)
+    o = json.loads(lines[3]); o['doc_id'] = 2910
+    f.write_text(''.join(lines[:3] + [json.dumps(o) + '\n']))
+    code, _, err = run(capsys, 'score', f, '--boot', '0', *qargs(llava))
+    assert code == 2 and ':4:' in err and 'not a position among the 2910 random questions' in err
+    o['doc_id'] = 4; o['target'] = 'no' if o['target'] == 'yes' else 'yes'   # another question's place, and its label
+    f.write_text(''.join(lines[:3] + [json.dumps(o) + '\n']))
+    code, _, err = run(capsys, 'score', f, '--boot', '0', *qargs(llava))
+    assert code == 2 and ':4:' in err
