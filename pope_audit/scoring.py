@@ -11,19 +11,19 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
-                             split_from_name, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
+                             split_from_name, one_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
 from . import readouts
 from .readouts import Record, READOUTS, applicable, SCHEMA
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
 
 # %% auto #0
 __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'read_table',
-           'detect_kind', 'JoinCheck', 'answer_text', 'read_llava_answers', 'one_split', 'lmms_task_split',
-           'lmms_objects', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
-           'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'check_readouts',
-           'predictions', 'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary',
-           'write_lmms_log', 'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions',
-           'score_summary', 'summary_text', 'summary_json']
+           'detect_kind', 'JoinCheck', 'answer_text', 'read_llava_answers', 'lmms_task_split', 'lmms_objects',
+           'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records', 'read_predictions',
+           'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'check_readouts', 'predictions',
+           'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
+           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions', 'score_summary',
+           'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines')
@@ -195,14 +195,6 @@ def _first_text(v):
     return None if isinstance(v, (list, tuple)) else v
 
 LMMS_TASKS = {'pope_adv': 'adversarial', 'pope_pop': 'popular', 'pope_random': 'random'}   # lmms-eval's per-split POPE tasks
-
-def one_split(v, file=None, line=None, field='split') -> str:
-    "A split name; a value naming several splits (`adversarial,random`) is refused, never taken as one split's name."
-    s = str(v).strip()
-    if len([p for p in s.split(',') if p.strip()]) > 1:
-        raise InputError(f'{s!r} names several splits, not one (a VLMEvalKit table lists them in its category column: '
-                         'read it as a vlmevalkit table)', file, line, field)
-    return s
 
 def lmms_task_split(path) -> str|None:
     "The split an lmms-eval log's file name names through its task (`…_samples_pope_adv.jsonl` → `adversarial`), if any."
