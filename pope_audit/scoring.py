@@ -278,6 +278,8 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any
             qid, image, question, label = q.question_id, q.image, q.question, q.label
         out.append(Record(s, qid, image, question, label, source='lmms-eval', text=text))
     if dropped and notes is not None: notes.append(f'{path}: {dropped} identical duplicate lines dropped (lmms-eval appends when rerun)')
+    if len({r.split for r in out}) > 1:                    # one task over every split (lmms-eval's `pope`): it prints one pooled row
+        for r in out: r.source = 'lmms-eval/pooled'
     return out
 
 # %% ../nbs/04a_scoring.ipynb #457fc210
@@ -715,16 +717,17 @@ def as_printed(records:list[Record]) -> list[dict]:
     "Each source tool's numbers on its own records, as that tool computes and rounds them: `{tool, split, metric, value, audited, why}`."
     out = []
     for src in dict.fromkeys(r.source for r in records):
-        if src not in TOOLS: continue
-        t, rs = TOOLS[src], [r for r in records if r.source == src]
+        if src.split('/')[0] not in TOOLS: continue
+        t, rs = TOOLS[src.split('/')[0]], [r for r in records if r.source == src]
         groups = ([(t.overall, rs)] if t.overall else []) + [(s, [r for r in rs if r.split == s]) for s in dict.fromkeys(r.split for r in rs)]
+        if src.endswith('/pooled'): groups = [('pooled', rs)]
         for split, g in groups:
             preds, labels = [READOUTS[t.readout](r) for r in g], [r.label for r in g]
             c, ours = confusion(preds, labels), scores(confusion(preds, labels), 'wrong')
             for m, v in t.numbers(c).items():
-                if src == 'lmms-eval' and v is not None: v = round(v, 4)           # lmms-eval's table prints %.4f
+                if t.name == 'lmms-eval' and v is not None: v = round(v, 4)           # lmms-eval's table prints %.4f
                 a = ours.get(AUDITED.get(m)) if m in AUDITED else None
-                scale = 100 if src == 'vlmevalkit' else 1
+                scale = 100 if t.name == 'VLMEvalKit' else 1
                 part = a is not None and v is not None and not pd.isna(a) and abs(v / scale - a) > 5e-5
                 out.append(dict(tool=t.name, split=split, metric=m, value=v, audited=None if a is None or pd.isna(a) else a * scale,
                                 why=t.why.get(m, '') if part else ''))

@@ -209,3 +209,16 @@ def test_cli_lmms_doc_id_checked(llava, small, capsys):
     f.write_text(''.join(lines[:3] + [json.dumps(o) + '\n']))
     code, _, err = run(capsys, 'score', f, '--boot', '0', *qargs(llava))
     assert code == 2 and ':4:' in err
+
+
+def test_lmms_all_split_task_prints_one_pooled_row(llava, tmp_path):
+    "lmms-eval's `pope` task (every split in one task, each sample with doc) prints one row: pooled over the splits."
+    files = P.write_lmms(llava['answers']['13b'], llava['qs'], tmp_path/'old', '0.2')
+    logs = [o for f in files for o in json.loads(f.read_text())['logs']]
+    f = tmp_path/'20250101_samples_pope.jsonl'
+    f.write_text(''.join(json.dumps(o) + '\n' for o in logs))
+    got = printed(load_answers(f).records, 'lmms-eval')
+    assert {s for s, _ in got} == {'pooled'}
+    ref, n = REF['13b']['lmms_eval'], {'adversarial': 3000, 'popular': 3000, 'random': 2910}
+    for m in ('pope_accuracy', 'pope_yes_ratio'):
+        assert got['pooled', m] == pytest.approx(round(sum(ref[s][m] * n[s] for s in n) / 8910, 4), abs=5e-5)
