@@ -791,7 +791,7 @@ def summary_text(sm:dict, title:str='') -> str:
     st, parts = sm['scores'], [title] if title else []
     parts += ['question set:', sm['fingerprint'].to_string(index=False), '']
     if sm['checks'] is not None:
-        parts += ['pairings checked (answers joined to the question set by id):', sm['checks'].to_string(index=False), *sm['notes'], '']
+        parts += ['pairings checked (answers joined to the question set by id; lmms-eval logs without doc by position, VLMEvalKit tables by image and question):', sm['checks'].to_string(index=False), *sm['notes'], '']
     elif sm['notes']: parts += [*sm['notes'], '']
     parts += ['coverage:', sm['coverage'].to_string(), '']
     parts += _printed_text(sm.get('as_printed') or [])
