@@ -86,7 +86,8 @@ def detect_kind(path:str|os.PathLike) -> str:
         raise InputError('folder holds no records.jsonl', path)
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
-    if path.suffix.lower() == '.txt' or not _first_line(path).startswith(b'{'): return 'lines'
+    first = _first_line(path)
+    if b'\t' not in first and (path.suffix.lower() == '.txt' or not first.startswith(b'{')): return 'lines'   # tab-separated .txt (MME's) is not
     if path.suffix.lower() == '.json' and lmms_objects(path)[0] == '0.2': return 'lmms-eval'
     for line, o in read_jsonl(path):
         if o.get('schema') == SCHEMA or {'split', 'question_id', 'image', 'question', 'label'} <= set(o): return 'records'
