@@ -13,10 +13,10 @@ from .core import InputError, need, read_jsonl, input_file
 
 # %% auto #0
 __all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA_ID_BLOCK', 'LLAVA_BLOCKS', 'KNOWN_VERSIONS',
-           'KNOWN_ID_LABELS', 'norm_qid', 'checked_qid', 'norm_label', 'split_from_name', 'read_objects', 'need_str',
-           'question_table', 'read_pope_file', 'read_pope_files', 'question_core', 'question_object', 'question_match',
-           'llava_key', 'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like', 'ImageFolder',
-           'split_digest', 'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
+           'KNOWN_ID_LABELS', 'norm_qid', 'checked_qid', 'norm_label', 'split_from_name', 'one_split', 'read_objects',
+           'need_str', 'question_table', 'read_pope_file', 'read_pope_files', 'question_core', 'question_object',
+           'question_match', 'llava_key', 'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like',
+           'ImageFolder', 'split_digest', 'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
 
 # %% ../nbs/01_data.ipynb #820fa62d
 SPLITS = ('adversarial', 'popular', 'random')
@@ -45,6 +45,14 @@ def split_from_name(path:str|os.PathLike) -> str|None:
     "The POPE split named in a file name (`coco_pope_popular.json` → `popular`), if any."
     m = re.search(r'(adversarial|popular|random)', Path(path).stem)
     return m.group(1) if m else None
+
+def one_split(v, file=None, line=None, field='split') -> str:
+    "A split name; a value naming several splits (`adversarial,random`) is refused, never taken as one split's name."
+    s = str(v).strip()
+    if len([p for p in s.split(',') if p.strip()]) > 1:
+        raise InputError(f'{s!r} names several splits, not one (a VLMEvalKit table lists them in its category column: '
+                         'read it as a vlmevalkit table)', file, line, field)
+    return s
 
 # %% ../nbs/01_data.ipynb #618580dc
 def read_objects(path:str|os.PathLike) -> Iterator[tuple[int, dict]]:
@@ -80,7 +88,7 @@ def question_table(rows:Iterable[dict], file=None) -> pd.DataFrame:
     for r in rows:
         line = r.get('_line')
         for f in COLUMNS: need(r, [f], file, line)
-        split = str(r['split'])
+        split = one_split(r['split'], file, line)
         qid = checked_qid(r['question_id'], file, line)
         if (split, qid) in seen:
             raise InputError(f'duplicate question id {qid!r} in split {split!r} (first seen on line {seen[split, qid]})', file, line, 'question_id')

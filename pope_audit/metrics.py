@@ -13,7 +13,7 @@ __all__ = ['POLICIES', 'METRIC_COLS', 'confusion', 'scores', 'paper_confusion', 
            'mcnemar_test', 'running_f1']
 
 # %% ../nbs/04_metrics.ipynb #35f61c04
-POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval')
+POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval', 'vlmevalkit')
 
 def confusion(preds, labels) -> dict[str, int]:
     "Counts `tp, fp, tn, fn` and unknowns on positives (`up`) and negatives (`un`)."
@@ -32,10 +32,10 @@ def scores(c:dict, unknown:str='wrong') -> dict:
     tp, fp, tn, fn, up, un = (c[k] for k in ('tp', 'fp', 'tn', 'fn', 'up', 'un'))
     n_all, n_yes = tp + fp + tn + fn + up + un, tp + fp
     if unknown == 'wrong': fn, fp = fn + up, fp + un            # an unknown is an error on either label
-    elif unknown == 'no': fn, tn = fn + up, tn + un
+    elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn + un   # VLMEvalKit: No in P/R/F1, wrong in accuracy
     elif unknown == 'yes': tp, fp, n_yes = tp + up, fp + un, n_yes + up + un
     n = n_all if unknown != 'drop' else n_all - up - un
-    correct = (tp + tn) if unknown != 'wrong' else (c['tp'] + c['tn'])
+    correct = (tp + tn) if unknown not in ('wrong', 'vlmevalkit') else (c['tp'] + c['tn'])
     p, r = _div(tp, tp + fp), _div(tp, tp + fn)
     return dict(n=n_all, accuracy=_div(correct, n), precision=p, recall=r, f1=_div(2 * tp, 2 * tp + fp + fn),
                 yes_rate=_div(n_yes, n), unknown_rate=_div(up + un, n_all), tp=tp, fp=fp, tn=tn, fn=fn)

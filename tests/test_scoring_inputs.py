@@ -252,10 +252,12 @@ def test_vlmevalkit_table_honours_questions(shared, tmp_path, capsys, pope):
     assert r['pairings'] == [dict(split='random', answers=3000, text_checked=3000, image_checked=3000, wording=0)]
     bad = vlmeval_table(tmp_path/'POPE_bad.tsv', rnd, wrong_image=rnd.index[5])
     code, _, err = run(capsys, 'score', bad, '--questions', shared/'data/pope/coco', '--boot', '0')
-    assert code == 2 and "POPE_bad.tsv:7: field 'image_path'" in err
-    own = vlmeval_table(tmp_path/'POPE_own.tsv', rnd, own_names=True)   # images saved under the tool's own names: not comparable
+    assert code == 2 and "POPE_bad.tsv:7: field 'question'" in err and 'cannot be joined by image and question' in err
+    own = vlmeval_table(tmp_path/'POPE_own.tsv', rnd, own_names=True)   # images saved under the tool's own names: no join by image
     code, out, err = run(capsys, 'score', own, '--questions', shared/'data/pope/coco', '--json', '--boot', '0')
-    assert code == 0 and strict(out)['pairings'][0]['image_checked'] == 0, err
+    assert code == 2 and "POPE_own.tsv:2: field 'image_path'" in err and 'without --questions' in err
+    code, out, err = run(capsys, 'score', own, '--json', '--boot', '0')
+    assert code == 0 and "labels are the table's own answer column" in ' '.join(strict(out)['notes']), err
 
 
 def test_lmms_log_checked_against_questions(shared, tmp_path, capsys, pope):
