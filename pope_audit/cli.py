@@ -64,8 +64,8 @@ def _pairs(spec:str|None) -> list[tuple[str, str]]|None:
 def _answers(a, path, names=None):
     from pope_audit.scoring import load_answers, detect_kind
     from pope_audit.stream import STREAM_BYTES, stream_answers
-    rec = Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
-    if (a.cmd == 'score' and not a.questions and not a.splits and rec.is_file() and rec.stat().st_size > STREAM_BYTES
+    rec = None if isinstance(path, list) else Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
+    if (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and rec.is_file() and rec.stat().st_size > STREAM_BYTES
             and (a.kind or detect_kind(path)) == 'records'):
         return stream_answers(path, names, a.ties)         # flat memory for large runs
     return load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
@@ -73,12 +73,12 @@ def _answers(a, path, names=None):
 def cmd_score(a):
     from pope_audit.scoring import score_summary, summary_text, summary_json
     names = _names(a.readouts)
-    ans = _answers(a, a.answers, names)
+    ans = _answers(a, a.answers[0] if len(a.answers) == 1 else a.answers, names)
     sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties)
     doc = whole_counts(summary_json(sm))
     if a.out: note(f'results: {write_results(doc, sm["scores"], a, a.out)}')
     if a.json: return doc
-    print(summary_text(sm, title=f'{a.answers} ({ans.kind})'))
+    print(summary_text(sm, title=f'{" ".join(a.answers)} ({ans.kind})'))
 
 def whole_counts(doc:dict) -> dict:
     "`doc` with the count fields of its score rows as integers (3000, not 3000.0)."
@@ -318,7 +318,7 @@ def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
     from pope_audit.metrics import POLICIES
     from pope_audit.readouts import READOUTS, TIE_RULES
-    from pope_audit.scoring import KINDS
+    from pope_audit.scoring import KINDS, LAYOUTS
     from pope_audit.tokens import TEMPLATES
     from pope_audit.models import DTYPES, QUANTIZATIONS
     from pope_audit.corrections import CORRECTIONS, load_methods
@@ -340,7 +340,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument('--splits', nargs='+', help='splits to use (default: all)')
     def answers(s):
         s.add_argument('--kind', choices=list(KINDS), help='what the input is (default: detected)')
-        s.add_argument('--split', help='the split of a predictions table that has no split column')
+        s.add_argument('--split', help='the split of a predictions table without a split column, or of an lmms-eval log whose task names none')
         questions(s)
         s.add_argument('--ties', default='decoder', choices=list(TIE_RULES),
                        help='exact ties of max readouts: the lowest tying id wins, as the decoder does, or yes wins (the paper\'s stated ≥)')
@@ -356,10 +356,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
     s = add('score', cmd_score, 'score answer files or records under every applicable readout')
-    s.add_argument('answers', help='LLaVA answers, lmms-eval log, VLMEvalKit table, predictions table, or a run folder')
+    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, scored as one run: ' + '; '.join(LAYOUTS))
     answers(s)
     s.add_argument('--readouts', help=f"comma-separated readout names ({readout_names}), or a predictions table's columns (default: all that apply)")
-    s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help='policy for unknown answers')
+    s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
     s.add_argument('--pairs', help="readout pairs for McNemar's test, A:B,C:D (default: every pair)")
     s.add_argument('--boot', type=int, default=2000, help='bootstrap resamples for the F1 intervals (0: none)')
     s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder')
