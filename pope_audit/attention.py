@@ -84,10 +84,10 @@ def attention_table(records, readout:str='derived') -> pd.DataFrame:
     for r in records:
         if not r.attention: continue
         share, layers, answer = r.attention.get('image_share'), r.attention.get('per_layer'), READOUTS[readout](r)
-        whole = (answer is not None and r.margin is not None and _finite(share)
+        whole = (answer is not None and _finite(r.margin) and _finite(share)
                  and isinstance(layers, list) and len(layers) > 0 and all(map(_finite, layers)))
         rows.append(dict(split=r.split, image_share=share if _finite(share) else np.nan, per_layer=layers, correct=answer == r.label,
-                         abs_margin=abs(r.margin) if r.margin is not None else np.nan, complete=whole))
+                         abs_margin=abs(r.margin) if _finite(r.margin) else np.nan, complete=whole))
     return pd.DataFrame(rows, columns=['split', 'image_share', 'per_layer', 'correct', 'abs_margin', 'complete'])
 
 def attention_report(records, readout:str='derived') -> dict:
