@@ -127,6 +127,7 @@ def _yaml_unique(text:str):
     def mapping(loader, node, deep=False):
         seen = {}
         for kn, _ in node.value:
+            if kn.tag == 'tag:yaml.org,2002:merge': continue
             k = loader.construct_object(kn, deep=True)
             if isinstance(k, (str, int, float, bool)) and k in seen:
                 raise InputError(f'{k!r} is given twice in one mapping (lines {seen[k]} and {kn.start_mark.line + 1})', line=kn.start_mark.line + 1, field=str(k))

@@ -99,11 +99,18 @@ def _settle_model_args(self:RunConfig):
     for k, v in dts.items():
         if self.dtype not in (None, v): _refuse(f'{k}={v} in the model arguments contradicts the run dtype {self.dtype}; give one of them')
         self.dtype = v
-    if 'quantization_config' in ma and self.quantization:
-        _refuse(f'quantization_config in the model arguments and quantization {self.quantization} both given; give one of them')
     for k in MAPPING_ARGS:
         if isinstance(ma.get(k), (str, int, float, bool, list)): _refuse(f'{k} must be a mapping of key: value settings, got {ma[k]!r}')
+    if (qc := ma.get('quantization_config')) is not None and self.quantization and (scheme := _bnb_scheme(qc)) != self.quantization:
+        _refuse(f'quantization_config in the model arguments ({scheme}) contradicts quantization {self.quantization}')
     self.model_args = ma
+
+def _bnb_scheme(qc) -> str:
+    "What a bitsandbytes quantization config (a mapping or a config object) quantises to, in `QUANTIZATIONS`' names."
+    get = qc.get if isinstance(qc, dict) else lambda k, d=None: getattr(qc, k, d)
+    if get('load_in_8bit'): return 'int8'
+    if get('load_in_4bit'): return 'nf4' if get('bnb_4bit_quant_type', 'fp4') == 'nf4' else f"4-bit {get('bnb_4bit_quant_type', 'fp4')}"
+    return 'another scheme'
 
 # %% ../nbs/05d_runconfig.ipynb #6e491902
 def from_settings(model:str, # hub id or folder
