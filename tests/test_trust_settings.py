@@ -77,14 +77,15 @@ def test_correction_parameters(setup, tmp_path, capsys, spec, message):
     refused(capsys, setup(tmp_path/'out', '--correction', spec), tmp_path/'out', message)
 
 
-def test_large_but_computable_alpha_scores(setup, tmp_path):
+def test_large_but_computable_alpha_scores(setup, tmp_path, capsys):
     "The refusal is not a blanket cap: α = 1e6 runs, and its records score."
     from pope_audit.scoring import read_records
     main([str(a) for a in setup(tmp_path/'out', '--correction', 'vcd:alpha=1e6')])
     recs = read_records(tmp_path/'out')
     assert len(recs) == 6 and all(r.corrections and all(v == v for c in r.corrections.values() for v in c.values() if isinstance(v, float)) for r in recs)
-    r = subprocess.run(CLI + ['score', str(tmp_path/'out'), '--boot', '0'], capture_output=True, text=True)
-    assert r.returncode == 0 and 'vcd:alpha=1000000' in r.stdout, r.stderr[-2000:]
+    capsys.readouterr()
+    main(['score', str(tmp_path/'out'), '--boot', '0'])
+    assert 'vcd:alpha=1000000' in capsys.readouterr().out
 
 
 # --- the machine ------------------------------------------------------------------------------------------------------
@@ -176,8 +177,7 @@ def test_report_with_attention_and_null_logits(attention_run, tmp_path):
     for r in recs[::7]: r['logits'] = r['margin'] = None        # a record without logits has no margin either
     (run/'records.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
     n = len(recs[::7])
-    r = subprocess.run(CLI + ['report', str(run)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    main(['report', str(run)])          # no statsmodels traceback (it was `exog contains inf or nans`)
     md = (run/'report.md').read_text()
     assert f'{n} question(s) with attention recorded lack a quantity this section needs' in md
     assert 'Attention on the image: correct vs wrong answers' in md and (run/'figures'/'attention.png').exists()
@@ -191,14 +191,19 @@ def read_only(folder, cmd):
     return ['unshare', '-rm', 'sh', '-c', 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"', 'sh', str(folder), *cmd]
 
 
-def test_report_on_read_only_run_folder_or_unwritable_out(attention_run, tmp_path):
+def test_report_on_read_only_run_folder(attention_run, tmp_path):
     run = tmp_path/'run'
     shutil.copytree(attention_run, run)
     try:
         r = subprocess.run(read_only(run, CLI + ['report', str(run)]), capture_output=True, text=True)
         assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr[-3000:]
         assert "field 'out': cannot write the report into this folder (not writable); give --out a folder you can write" in r.stderr
-        r = subprocess.run(read_only(run, CLI + ['report', str(run), '--out', str(run/'rep')]), capture_output=True, text=True)
-        assert r.returncode == 2 and r.stderr.count('\n') == 1 and "field 'out': cannot create the report folder (" in r.stderr, r.stderr[-3000:]
-        assert not (run/'report.md').exists() and not (run/'rep').exists()
+        assert not (run/'report.md').exists()
     finally: os.chmod(run, 0o755)
+
+
+def test_report_with_an_out_it_cannot_create(attention_run, tmp_path, capsys):
+    out = Path('/proc/pope-audit-report')          # /proc takes no new folders, whoever asks (root included)
+    if not Path('/proc').is_dir(): pytest.skip('no /proc')
+    code, err = cli(capsys, 'report', attention_run, '--out', out)
+    assert code == 2 and f"{out}: field 'out': cannot create the report folder (" in err, err
