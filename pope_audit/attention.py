@@ -66,30 +66,42 @@ def attention_logit(attn, abs_margin, correct) -> pd.DataFrame:
     rows = []
     for name, cols in [('attention', [z(attn)]), ('attention + |margin|', [z(attn), z(abs_margin)])]:
         X = sm.add_constant(np.column_stack(cols))
+        if not np.isfinite(X).all():    # a constant predictor (no spread to standardise): nothing to fit
+            rows.append(dict(model=name)); continue
         fit = sm.Logit(y, X).fit(disp=0)
         rows.append(dict(model=name, coef_attention=fit.params[1], p_attention=fit.pvalues[1], ci_low=fit.conf_int()[1][0], ci_high=fit.conf_int()[1][1],
                          coef_margin=fit.params[2] if len(cols) > 1 else np.nan, p_margin=fit.pvalues[2] if len(cols) > 1 else np.nan,
                          pseudo_r2=fit.prsquared))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=['model', 'coef_attention', 'p_attention', 'ci_low', 'ci_high', 'coef_margin', 'p_margin', 'pseudo_r2'])
 
 # %% ../nbs/12_attention.ipynb #28f60e3b
+def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+
 def attention_table(records, readout:str='derived') -> pd.DataFrame:
-    "Per record with attention: split, image share, per-layer shares, correctness under `readout`, |margin|."
+    "Per record with attention: split, image share, per-layer shares, correctness under `readout`, |margin|, and whether all of them are there."
     from pope_audit.readouts import READOUTS
-    rows = [dict(split=r.split, image_share=r.attention['image_share'], per_layer=r.attention['per_layer'],
-                 correct=READOUTS[readout](r) == r.label, abs_margin=abs(r.margin) if r.margin is not None else np.nan)
-            for r in records if r.attention]
-    return pd.DataFrame(rows)
+    rows = []
+    for r in records:
+        if not r.attention: continue
+        share, layers, answer = r.attention.get('image_share'), r.attention.get('per_layer'), READOUTS[readout](r)
+        whole = (answer is not None and _finite(r.margin) and _finite(share)
+                 and isinstance(layers, list) and len(layers) > 0 and all(map(_finite, layers)))
+        rows.append(dict(split=r.split, image_share=share if _finite(share) else np.nan, per_layer=layers, correct=answer == r.label,
+                         abs_margin=abs(r.margin) if _finite(r.margin) else np.nan, complete=whole))
+    return pd.DataFrame(rows, columns=['split', 'image_share', 'per_layer', 'correct', 'abs_margin', 'complete'])
 
 def attention_report(records, readout:str='derived') -> dict:
-    "Group comparison, every test's p beside its normal-theory value, per-layer d, and the logistic regressions."
+    "Group comparison, every test's p beside its normal-theory value, per-layer d, and the logistic regressions; `left_out` counts the questions lacking a quantity."
     t = attention_table(records, readout)
-    if t.empty or t.correct.all() or (~t.correct).all(): return dict(table=t, compare=None, pvalues=None, layers=None, logit=None)
+    keep = t.complete.astype(bool)
+    if keep.any(): keep &= t.per_layer.map(lambda l: len(l) if isinstance(l, list) else 0) == t.per_layer[keep].map(len).mode()[0]   # one layer count, as a run has
+    t, left_out = t[keep].reset_index(drop=True), int((~keep).sum())
+    if t.empty or t.correct.all() or (~t.correct).all(): return dict(table=t, compare=None, pvalues=None, layers=None, logit=None, left_out=left_out)
     layers = np.array(t.per_layer.tolist())
     per_layer = pd.DataFrame([dict(layer=i, cohens_d=cohens_d(layers[t.correct, i], layers[~t.correct, i])) for i in range(layers.shape[1])])
     cmp = compare_groups(t.image_share, t.correct)
     return dict(table=t, compare=cmp, pvalues=pvalue_table(cmp), layers=per_layer,
-                logit=attention_logit(t.image_share, t.abs_margin, t.correct))
+                logit=attention_logit(t.image_share, t.abs_margin, t.correct), left_out=left_out)
 
 # %% ../nbs/12_attention.ipynb #1411e920
 def plot_attention(t:pd.DataFrame, # `attention_table` output

@@ -116,35 +116,70 @@ def parse_kv(spec:str|None, # `key=value,key=value`
     for part in [p for p in (spec or '').split(',') if p.strip()]:
         if '=' not in part: raise InputError(f'{flag} takes key=value,key=value (got {part!r})', field=flag.lstrip('-'))
         k, v = (x.strip() for x in part.split('=', 1))
+        if same := [o for o in out if o.replace('-', '_') == k.replace('-', '_')]:
+            raise InputError(f'{flag} gives {k} twice' if same[0] == k else f'{flag} gives both {same[0]} and {k}', field=flag.lstrip('-'))
         try: out[k] = json.loads(v)
         except json.JSONDecodeError: out[k] = v
     return out
 
+def _yaml_unique(text:str):
+    "YAML as `yaml.safe_load` reads it, but a key given twice in one mapping is an `InputError` (YAML itself keeps the last)."
+    import yaml
+    class Loader(yaml.SafeLoader): pass
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for kn, _ in node.value:
+            if kn.tag == 'tag:yaml.org,2002:merge': continue
+            k = loader.construct_object(kn, deep=True)
+            if isinstance(k, (str, int, float, bool)) and k in seen:
+                raise InputError(f'{k!r} is given twice in one mapping (lines {seen[k]} and {kn.start_mark.line + 1})', line=kn.start_mark.line + 1, field=str(k))
+            seen[k] = kn.start_mark.line + 1
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader)
+
 def read_config(path:str|None) -> dict:
-    "Run settings from a YAML or TOML file (keys are `RunConfig` fields; `-` may stand for `_`)."
+    "Run settings from a YAML or TOML file (keys are `RunConfig` fields; `-` may stand for `_`, but not both for one setting)."
     if not path: return {}
-    from pope_audit.core import input_file
+    from pope_audit.core import input_file, decode_line
     p = input_file(path, 'config file')
-    text = p.read_text(encoding='utf-8')
+    text = ''.join(decode_line(l, p, i) for i, l in enumerate(p.read_bytes().splitlines(keepends=True), 1))
     try:
         if p.suffix.lower() == '.toml':
             import tomllib
             d = tomllib.loads(text)
-        else:
-            import yaml
-            d = yaml.safe_load(text)
+        else: d = _yaml_unique(text)
+    except InputError as e: raise InputError(e.msg, p, e.line, e.field) from None
     except Exception as e: raise InputError(f'cannot read config ({type(e).__name__}: {str(e).splitlines()[0][:200]})', p) from None
     if not isinstance(d, dict): raise InputError('a config file holds key: value settings', p)
-    return {k.replace('-', '_'): v for k, v in d.items()}
+    out = {}
+    for k, v in d.items():
+        n = str(k).replace('-', '_')
+        if n in out: raise InputError(f'{n.replace("_", "-")} and {n} are one setting, given twice', p, field=n)
+        if n in ('model_args', 'family_options') and not isinstance(v, dict): raise InputError(f'must be a mapping of key: value settings, got {v!r}', p, field=n)
+        out[n] = v
+    return out
 
 # %% ../nbs/90_cli.ipynb #7e12a5c1
 RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
                  template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
                  batch_size='batch_size', device='device', processes='processes')
 
+def _given_twice(argv) -> str|None:
+    "The first run option given more than once on the command line (argparse would keep the last, silently)."
+    opts, seen = [f"--{f.replace('_', '-')}" for f in RUN_FLAGS if f != 'attention'] + ['--config', '--model-args'], set()
+    for t in argv or []:
+        if t == '--': break
+        name = t.split('=', 1)[0]
+        hit = [o for o in opts if o == name] or [o for o in opts if t.startswith('--') and o.startswith(name)]
+        if len(hit) != 1: continue
+        if hit[0] in seen: return hit[0]
+        seen.add(hit[0])
+
 def run_config(a) -> 'RunConfig':
-    "The run's configuration: defaults, then `--config`, then the options given on the command line."
-    from pope_audit.runconfig import from_settings
+    "The run's configuration: defaults, then `--config`, then the options given on the command line; checked against this machine."
+    from pope_audit.runconfig import from_settings, check_machine
+    if twice := _given_twice(getattr(a, '_argv', None)): raise InputError(f'{twice} is given twice; give it once', field=twice.lstrip('-'))
     given = {k: getattr(a, f) for f, k in RUN_FLAGS.items() if getattr(a, f, None) is not None}
     s = {**read_config(a.config), **given}
     if a.model_args: s['model_args'] = {**s.get('model_args', {}), **parse_kv(a.model_args)}
@@ -153,7 +188,7 @@ def run_config(a) -> 'RunConfig':
     if getattr(a, 'correction', None): s['corrections'] = list(a.correction)     # given here: replaces the config file's list
     if a.json or LOG_QUIET(): s['progress'] = False
     if 'model' not in s: raise InputError('a model is required (--model, or model: in --config)', field='model')
-    return from_settings(s.pop('model'), **s)
+    return check_machine(from_settings(s.pop('model'), **s))
 
 def LOG_QUIET():
     from pope_audit.core import LOG

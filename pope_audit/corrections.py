@@ -16,13 +16,14 @@ from .tokens import Template
 from .readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
-__all__ = ['PARTS', 'CORRECTIONS', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'METHODS', 'DEFECTS', 'TABLE_SPECS', 'TABLE_COLS',
-           'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork', 'register_correction',
-           'check_apc_beta', 'Correction', 'parse_value', 'load_methods', 'parse_correction', 'make_corrections',
-           'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed',
-           'ICD', 'image_free', 'VDD', 'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio',
-           'correction_frame', 'yes_push', 'controls', 'offset_curve', 'plot_controls', 'counts_from_printed',
-           'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
+__all__ = ['PARTS', 'CORRECTIONS', 'FLOAT32_MAX', 'LOGIT_BOUND', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'METHODS', 'DEFECTS',
+           'TABLE_SPECS', 'TABLE_COLS', 'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities',
+           'ImageWork', 'register_correction', 'check_finite', 'check_apc_beta', 'Correction', 'parse_value',
+           'load_methods', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
+           'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'image_free', 'VDD',
+           'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push',
+           'controls', 'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting',
+           'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -96,6 +97,15 @@ def register_correction(cls:type) -> type:
 
 def _fmt(v) -> str: return 'none' if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)   # logits are corrected in float32
+
+def check_finite(name:str, params:dict):
+    "Refuse a numeric parameter that is not finite or lies beyond float32, where the corrected logits are computed."
+    for k, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)): continue
+        if isinstance(v, float) and not math.isfinite(v): raise InputError(f'{name}: {k}={v!r} is not a finite number', field='correction')
+        if abs(v) > FLOAT32_MAX: raise InputError(f'{name}: {k}={v!r} overflows float32 (largest {FLOAT32_MAX:.3g}), in which logits are corrected', field='correction')
+
 def check_apc_beta(name:str, b):
     "Refuse a plausibility-constraint β outside (0, 1] (none switches the constraint off)."
     if b is not None and not (is_number(b) and 0 < b <= 1): raise InputError(f'{name}: apc_beta must be in (0, 1] or none, got {b!r}', field='correction')
@@ -111,6 +121,7 @@ class Correction:
     def __init__(self, **params):
         if bad := sorted(set(params) - set(self.defaults)):
             raise InputError(f'{", ".join(bad)}: not a parameter of correction {self.name!r} (its parameters: {", ".join(self.defaults) or "none"})', field='correction')
+        check_finite(self.name, params)
         self.given, self.params = dict(params), {**self.defaults, **params}
         self.validate()
 
@@ -168,6 +179,7 @@ def parse_correction(spec:str|dict|Correction) -> Correction:
         for part in filter(None, (p.strip() for p in rest.split(','))):
             k, eq, v = part.partition('=')
             if not eq or not k.strip(): raise InputError(f'{spec!r}: parameters are key=value, got {part!r}', field='correction')
+            if k.strip() in params: raise InputError(f'{spec!r}: parameter {k.strip()} is given twice', field='correction')
             params[k.strip()] = parse_value(v)
     else: raise InputError(f'a correction is NAME[:key=value,...], got {spec!r}', field='correction')
     load_methods()
@@ -191,11 +203,16 @@ def batched_logits(engine:Engine, # the engine to run
     n = len(enc.ids)
     return torch.cat([engine.first_step(enc, pre, list(range(s, min(s + batch_size, n)))).logits for s in range(0, n, batch_size)])
 
+LOGIT_BOUND = 1e3   # no real logit comes near this size
+
 class Contrastive(Correction):
     "c = (1 + α)·z − α·z_cf on the full vocabulary, the APC on z, then the readout."
     def validate(self):
         a = self.params['alpha']
         if not (is_number(a) and a >= 0): raise InputError(f'{self.name}: alpha must be a number ≥ 0, got {a!r}', field='correction')
+        if (1 + a) * LOGIT_BOUND > FLOAT32_MAX:    # (1 + α)·z must stay finite for any logit a model gives
+            raise InputError(f'{self.name}: alpha={a!r} overflows: (1 + α)·z is computed in float32, so α must stay below '
+                             f'{FLOAT32_MAX / LOGIT_BOUND:.3g} for logits up to {LOGIT_BOUND:g}', field='correction')
         check_apc_beta(self.name, self.params['apc_beta'])
 
     def counterfactual(self, w:ImageWork) -> torch.Tensor:

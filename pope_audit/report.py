@@ -19,7 +19,8 @@ from .attention import attention_report, plot_attention
 # %% auto #0
 __all__ = ['CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'render', 'plot_f1', 'int_counts', 'Context',
            'section_lead', 'section_manifest', 'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar',
-           'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention', 'section_corrections', 'write_report']
+           'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention', 'section_corrections',
+           'writable_folder', 'write_report']
 
 # %% ../nbs/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -258,6 +259,9 @@ def section_attention(c:Context, figs:Path) -> list:
     if not any(r.attention for r in c.recs): return []
     ar = attention_report(c.recs, c.rec_name)
     blocks = [('h', 2, 'Attention on the image: correct vs wrong answers')]
+    if ar['left_out']: blocks.append(('p', f"{ar['left_out']} question(s) with attention recorded lack a quantity this section needs (an answer "
+                                           f"under {c.rec_name}, the yes/no margin, or the attention shares) and are left out of it."))
+    if ar['table'].empty: return blocks + [('p', 'No question has every quantity: no comparison possible.')]
     if not ar['compare']: return blocks + [('p', 'Every answer was correct (or every answer wrong): no comparison possible.')]
     cmp = ar['compare']
     ax = plot_attention(ar['table'])
@@ -286,6 +290,14 @@ def section_corrections(c:Context, figs:Path) -> list:
             ('table', tab[TABLE_COLS])]
 
 # %% ../nbs/13_report.ipynb #b4ede789
+def writable_folder(out:Path):
+    "Refuse, before any work, a report folder that cannot be created or written (a read-only run folder, a read-only --out)."
+    try: out.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise InputError(f'cannot create the report folder ({e.strerror}); give --out a folder you can write', out, field='out') from None
+    for d in (out, out/'figures'):
+        if d.is_dir() and not os.access(d, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write the report into {'this folder' if d == out else 'its figures folder'} (not writable); give --out a folder you can write", d, field='out')
+
 def write_report(run_dir:str|os.PathLike, # a run folder
                  out:str|os.PathLike|None=None, # where to write (default: the run folder)
                  recommended:str|None=None, # the readout others are compared with (default: derived)
@@ -301,6 +313,7 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     if records is None and not (run_dir/'records.jsonl').exists(): raise InputError('not a run folder (no records.jsonl)', run_dir)
     for n in ('report.md', 'report.html', 'scores.csv'):
         if (out/n).is_symlink(): raise InputError('refusing to write through a symbolic link', out/n, field='out')
+    writable_folder(out)
     c = Context(run_dir, recommended, n_boot, questions_label, records)
     blocks = [('h', 1, title)] + ([('p', note)] if note else []) + section_lead(c)
     blocks += section_manifest(c) + section_probe(c) + section_readouts(c, figs) + section_ties(c)

@@ -4,15 +4,17 @@
 
 # %% ../nbs/05d_runconfig.ipynb #2cd783aa
 from __future__ import annotations
-import dataclasses, datetime, fcntl, hashlib, json, os, platform, socket
+import dataclasses, datetime, fcntl, hashlib, json, math, os, platform, socket
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from .core import InputError, atomic_write
 from .models import DTYPES, QUANTIZATIONS
 
 # %% auto #0
-__all__ = ['IDENTITY', 'ENVIRONMENT', 'RUN_FILES', 'RunConfig', 'from_settings', 'diff', 'describe_diff', 'safe_image_name',
-           'image_hashes', 'images_identity', 'RunFolder', 'environment']
+__all__ = ['IDENTITY', 'ENVIRONMENT', 'DTYPE_NAMES', 'MAPPING_ARGS', 'DEVICE_MAP_PLANS', 'ATTN_PACKAGES', 'RUN_FILES',
+           'RunConfig', 'from_settings', 'usable_cores', 'check_device', 'max_processes', 'check_model_folder',
+           'check_machine', 'diff', 'describe_diff', 'safe_image_name', 'image_hashes', 'images_identity', 'RunFolder',
+           'environment']
 
 # %% ../nbs/05d_runconfig.ipynb #c08cde80
 IDENTITY = ('model', 'revision', 'dtype', 'quantization', 'attn_implementation', 'template', 'family_options', 'model_args',
@@ -66,6 +68,7 @@ def _validate(self:RunConfig):
            f'must be a list of split names, got {self.splits!r}', 'splits')
     _check(isinstance(self.corrections, (list, tuple)), f'must be a list of corrections, got {self.corrections!r}', 'corrections')
     if self.splits is not None: self.splits = list(self.splits)
+    _settle_model_args(self)
 RunConfig.validate = _validate
 
 def _parts(self:RunConfig, names) -> dict: return {n: getattr(self, n) for n in names}
@@ -73,6 +76,41 @@ RunConfig.identity = lambda self: _parts(self, IDENTITY)
 RunConfig.identity.__doc__ = 'The settings that determine the records.'
 RunConfig.environment = lambda self: _parts(self, ENVIRONMENT)
 RunConfig.environment.__doc__ = 'The settings that do not.'
+
+# %% ../nbs/05d_runconfig.ipynb #3d3f08c5
+DTYPE_NAMES = {'float32': 'float32', 'fp32': 'float32', 'float': 'float32', 'float16': 'float16', 'fp16': 'float16', 'half': 'float16',
+               'bfloat16': 'bfloat16', 'bf16': 'bfloat16'}
+MAPPING_ARGS = ('quantization_config', 'max_memory', 'rope_scaling', 'key_mapping', 'text_config', 'vision_config')
+
+def _refuse(msg): raise InputError(msg, field='model_args')
+
+def _settle_model_args(self:RunConfig):
+    "Fold a dtype given in `model_args` into `dtype`, refusing contradictions, run settings and text where a mapping is needed."
+    ma, runs = dict(self.model_args), {f.name for f in dataclasses.fields(RunConfig)} - {'model_args', 'dtype'}
+    if own := sorted(k for k in ma if k.replace('-', '_') in runs):
+        _refuse(f"{own[0]} is a run setting of its own (--{own[0].replace('_', '-')}), not a model argument")
+    dts = {}
+    for k in ('torch_dtype', 'dtype'):
+        if k not in ma: continue
+        v = ma.pop(k)
+        dts[k] = DTYPE_NAMES.get(str(v).lower().removeprefix('torch.'))
+        if dts[k] is None: _refuse(f"{k}={v!r} in the model arguments is not a dtype a run records ({', '.join(DTYPES)}); give --dtype")
+    if len(set(dts.values())) > 1: _refuse(f"torch_dtype={dts['torch_dtype']} and dtype={dts['dtype']} in the model arguments contradict each other")
+    for k, v in dts.items():
+        if self.dtype not in (None, v): _refuse(f'{k}={v} in the model arguments contradicts the run dtype {self.dtype}; give one of them')
+        self.dtype = v
+    for k in MAPPING_ARGS:
+        if isinstance(ma.get(k), (str, int, float, bool, list)): _refuse(f'{k} must be a mapping of key: value settings, got {ma[k]!r}')
+    if (qc := ma.get('quantization_config')) is not None and self.quantization and (scheme := _bnb_scheme(qc)) != self.quantization:
+        _refuse(f'quantization_config in the model arguments ({scheme}) contradicts quantization {self.quantization}')
+    self.model_args = ma
+
+def _bnb_scheme(qc) -> str:
+    "What a bitsandbytes quantization config (a mapping or a config object) quantises to, in `QUANTIZATIONS`' names."
+    get = qc.get if isinstance(qc, dict) else lambda k, d=None: getattr(qc, k, d)
+    if get('load_in_8bit'): return 'int8'
+    if get('load_in_4bit'): return 'nf4' if get('bnb_4bit_quant_type', 'fp4') == 'nf4' else f"4-bit {get('bnb_4bit_quant_type', 'fp4')}"
+    return 'another scheme'
 
 # %% ../nbs/05d_runconfig.ipynb #6e491902
 def from_settings(model:str, # hub id or folder
@@ -84,6 +122,84 @@ def from_settings(model:str, # hub id or folder
     known = {f.name for f in dataclasses.fields(RunConfig)}
     if bad := sorted(set(s) - known): raise InputError(f'unknown run setting(s): {", ".join(bad)} (known: {", ".join(sorted(known))})', field=bad[0])
     return RunConfig(model, **s)
+
+# %% ../nbs/05d_runconfig.ipynb #8d602a0d
+def usable_cores() -> int:
+    "CPU cores this process may use: its affinity, capped by a cgroup CPU quota."
+    n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    for f, g in (('/sys/fs/cgroup/cpu.max', None), ('/sys/fs/cgroup/cpu/cpu.cfs_quota_us', '/sys/fs/cgroup/cpu/cpu.cfs_period_us')):
+        try: quota, period = (Path(f).read_text().split() + ['100000'])[:2] if g is None else (Path(f).read_text(), Path(g).read_text())
+        except OSError: continue
+        if quota.strip() not in ('max', '-1'): n = min(n, max(1, math.ceil(int(quota) / int(period))))
+        break
+    return n
+
+def check_device(name, # a device: 'cpu', 'cuda:1', 1 (a CUDA index), …
+                 what:str='device', # the setting, for the error
+                ):
+    "Refuse a device that this torch cannot use."
+    import torch
+    if isinstance(name, int) and not isinstance(name, bool): name = f'cuda:{name}'
+    try: d = torch.device(name)
+    except (RuntimeError, TypeError): raise InputError(f'unknown device {name!r} (cpu, cuda, cuda:0, …)', field=what) from None
+    if d.type in ('cpu', 'meta'): return
+    mod = torch.backends.mps if d.type == 'mps' else getattr(torch, d.type, None)
+    if not (mod is not None and mod.is_available()): raise InputError(f'device {name!r}: this torch sees no {d.type} device', field=what)
+    n = torch.mps.device_count() if d.type == 'mps' else getattr(mod, 'device_count', lambda: 1)()
+    if (d.index or 0) >= n: raise InputError(f'device {name!r} does not exist: this machine has {n} {d.type} device(s)', field=what)
+
+def max_processes(device:str|None) -> tuple[int, str]:
+    "How many data-parallel processes this machine can run on `device`, and what limits them."
+    import torch
+    dev = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if torch.device(dev).type == 'cuda': return torch.cuda.device_count(), 'visible CUDA devices'
+    return usable_cores(), 'CPU cores this process may use'
+
+DEVICE_MAP_PLANS = ('auto', 'balanced', 'balanced_low_0', 'sequential')
+
+def _check_device_map(cfg:RunConfig):
+    "Every device a `device_map` model argument names must exist, and the run's device must not replace it."
+    import torch
+    dm = cfg.model_args.get('device_map')
+    if dm is None: return
+    for v in (dm.values() if isinstance(dm, dict) else [dm]):
+        if v not in DEVICE_MAP_PLANS and v != 'disk': check_device(v, 'model_args')
+    dev = cfg.device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
+    if dev != 'cpu' and dm != dev:
+        raise InputError(f'device_map {dm!r} in the model arguments would be replaced by the run device {dev}; give --device instead, '
+                         'or --device cpu to place the model by device_map', field='model_args')
+
+ATTN_PACKAGES = {'flash_attention_2': ('is_flash_attn_2_available', 'the flash-attn package and a CUDA device'),
+                 'flash_attention_3': ('is_flash_attn_3_available', 'the flash-attn 3 package and a CUDA device'),
+                 'flex_attention': ('is_torch_flex_attn_available', 'a torch with flex attention')}
+
+def _check_attention(name:str):
+    "An attention implementation whose package is not installed is refused."
+    import transformers.utils as tu
+    if '/' in name: test, needs = 'is_kernels_available', 'the kernels package'       # a hub kernel
+    elif name in ATTN_PACKAGES: test, needs = ATTN_PACKAGES[name]
+    else: return                                                                      # eager, sdpa, …: the model says if it supports them
+    if not getattr(tu, test, lambda: False)():
+        raise InputError(f'attention implementation {name!r} is not installed here (it needs {needs}); use sdpa or eager', field='attn_implementation')
+
+def check_model_folder(path):
+    "A local model folder's JSON files (config, tokenizer, processor) must parse."
+    p = Path(str(path))
+    if not p.is_dir(): return
+    for f in sorted(p.glob('*.json')):
+        try: json.loads(f.read_bytes().decode('utf-8'))
+        except UnicodeDecodeError: raise InputError('not UTF-8 text: the model folder is damaged', f, field='model') from None
+        except json.JSONDecodeError as e: raise InputError(f'not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}): the model folder is damaged or truncated', f, field='model') from None
+
+def check_machine(cfg:RunConfig) -> RunConfig:
+    "Refuse what this machine cannot run as configured, before the model loads."
+    if cfg.device is not None: check_device(cfg.device)
+    _check_device_map(cfg)
+    n, what = max_processes(cfg.device)
+    if cfg.processes > max(n, 1): raise InputError(f'{cfg.processes} processes asked for, but this machine can run {n} ({what})', field='processes')
+    _check_attention(cfg.attn_implementation)
+    check_model_folder(cfg.model)
+    return cfg
 
 # %% ../nbs/05d_runconfig.ipynb #fb737243
 def diff(old, new, path:str='') -> list[tuple[str, object, object]]:

@@ -122,7 +122,7 @@ def test_model_config_file_and_demo_without_images(tiny_dirs, tmp_path, capsys, 
     ('bogus_key: 1\n', [], "field 'bogus_key': unknown run setting(s): bogus_key"),
     ('{}\n', ['--model-args', 'foo=bar'], "unexpected keyword argument 'foo'"),
     ('{}\n', ['--model-args', '=1'], "field 'model_args': family options and model arguments are key=value settings"),
-    ('{}\n', ['--model-args', 'dtype=float16'], "field 'model_args': dtype is a run setting of its own"),
+    ('{}\n', ['--dtype', 'float32', '--model-args', 'dtype=float16'], "field 'model_args': dtype=float16 in the model arguments contradicts the run dtype float32"),
     ('{}\n', ['--processes', '0'], "field 'processes': must be a whole number of at least 1, got 0"),
 ])
 def test_bad_config_values_and_model_args_exit_2(setup, tmp_path, capsys, config, extra, message):
