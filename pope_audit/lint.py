@@ -806,16 +806,16 @@ def lint(paths, # files or folders: .py and .ipynb
     pr = lint_probe(tok, template, question)
     v = Vocab(tok, pr)
     findings, bad, undecided, quiet = [], [], [], 0
-    for path, name in walk_paths(paths, exclude):
+    for path, shown in walk_paths(paths, exclude):
         finds, hushed = [], 0
         try:
-            if not path.exists(): raise InputError('no such file or folder', name)
-            for src in read_sources(path, name):
+            if not path.exists(): raise InputError('no such file or folder', shown)
+            for src in read_sources(path, shown):
                 for f in scan(src):
                     if silenced(src, f.line): hushed += 1
                     else: finds.append(judge(f, v, src))
         except InputError as e:
             bad.append(str(e)); continue
         findings += finds; quiet += hushed
-        if not finds and not hushed: undecided.append(name)
+        if not finds and not hushed: undecided.append(shown)
     return LintReport(findings, bad, undecided, quiet, name or getattr(tok, 'name_or_path', ''), pr.template.name)
