@@ -320,7 +320,7 @@ class RuleModel:
     "Reads one answer through a parser's code by modelling its string rules (safe built-ins only; the code is never run)."
     def __init__(self, consts:dict, answer:str, label:str|None):
         self.consts, self.answer, self.label = consts, answer, label
-        self.env, self.outcome, self.credited, self.features, self.saw_label, self.depth = {}, None, False, set(), False, 0
+        self.env, self.outcome, self.credited, self.features, self.saw_label, self.depth, self.calls = {}, None, False, set(), False, 0, 0
 
     def val(self, v):
         if isinstance(v, _Answer): return v.text
@@ -345,7 +345,7 @@ class RuleModel:
             if isinstance(v, Unmodelled): raise Unmodelled(f'{n.id}: {v}')
             return v
         if n.id in self.consts: return self.consts[n.id]
-        if n.id in self.consts.get(LOCAL_FUNCS, ()): raise Unmodelled(f'it calls {n.id}(), which lint does not follow')
+        if n.id in self.consts.get(LOCAL_FUNCS, {}): return self.consts[LOCAL_FUNCS][n.id]
         if n.id in SAFE_FUNCS: return SAFE_FUNCS[n.id]
         if n.id == 're': return re
         return self.free(n.id)
@@ -426,6 +426,7 @@ class RuleModel:
     def ev_Call(self, n):
         f = self.ev(n.func)
         if isinstance(f, (_Answer, _Label)): return f                          # decode(out), get_answer(x): yields the answer
+        if isinstance(f, ast.FunctionDef): return self.call_local(f, n)
         args = []
         for a in n.args:
             if isinstance(a, ast.Starred): raise Unmodelled('*args')
@@ -437,6 +438,24 @@ class RuleModel:
             try: return f(*args, **kw)
             except (TypeError, ValueError, IndexError, re.error): raise _Stop('error')
         raise Unmodelled('a call lint does not model')
+    def call_local(self, fn:ast.FunctionDef, call:ast.Call):
+        "A function of the same script, followed into its body (three calls deep at most)."
+        if self.calls >= 3 or fn.args.vararg or fn.args.kwarg or any(isinstance(a, ast.Starred) for a in call.args):
+            raise Unmodelled(f'it calls {fn.name}(), which lint does not follow')
+        sub = RuleModel(self.consts, self.answer, self.label)
+        sub.calls, sub.features = self.calls + 1, self.features
+        params = [a.arg for a in fn.args.args]
+        defaults = dict(zip(params[len(params) - len(fn.args.defaults):], fn.args.defaults))
+        given = dict(zip(params, [self.ev(a) for a in call.args]))
+        given.update({k.arg: self.ev(k.value) for k in call.keywords if k.arg})
+        for p in params: sub.env[p] = given[p] if p in given else sub.ev(defaults[p]) if p in defaults else sub.free(p)
+        try: sub.run(fn.body)
+        except _Stop as st:
+            if st.kind == 'return': return st.value
+            raise
+        finally: self.saw_label = self.saw_label or sub.saw_label
+        return None
+
     def _comp(self, n, make):
         if len(n.generators) != 1: raise Unmodelled('nested comprehensions')
         g = n.generators[0]
@@ -463,8 +482,7 @@ class RuleModel:
         if _decides(node): self.outcome = outcome_of(self.val(value))
     def stmt(self, st):
         if isinstance(st, ast.Return):
-            v = self.ev(st.value) if st.value is not None else None
-            raise _Stop('return', outcome_of(self.val(v)))
+            raise _Stop('return', self.ev(st.value) if st.value is not None else None)
         if isinstance(st, (ast.Assign, ast.AnnAssign)):
             if st.value is None: return
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
@@ -512,7 +530,7 @@ def model_reading(unit:'ast.AST', params:list[str], consts:dict, answer:str, lab
     try:
         m.run(body)
         res = m.outcome or 'unknown'
-    except _Stop as s: res = s.value if s.kind == 'return' else 'unknown' if s.kind == 'error' else (m.outcome or 'unknown')
+    except _Stop as s: res = outcome_of(m.val(s.value)) if s.kind == 'return' else 'unknown' if s.kind == 'error' else (m.outcome or 'unknown')
     return res, m
 
 # %% ../nbs/18_lint.ipynb #2c78065a
@@ -526,7 +544,12 @@ def _module_consts(tree) -> dict:
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             try: out[st.targets[0].id] = ast.literal_eval(st.value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError): pass
-    out[LOCAL_FUNCS] = {st.name for st in ast.walk(tree) if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            v = st.value                                              # re.compile(r'...') of a literal pattern
+            if (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == 'compile' and isinstance(v.func.value, ast.Name)
+                    and v.func.value.id == 're' and v.args and isinstance(v.args[0], ast.Constant) and isinstance(v.args[0].value, str) and len(v.args) == 1):
+                try: out[st.targets[0].id] = re.compile(v.args[0].value)
+                except re.error: pass
+    out[LOCAL_FUNCS] = {st.name: st for st in tree.body if isinstance(st, ast.FunctionDef)}
     return out
 
 def _yes_no_words(v) -> bool:
@@ -734,6 +757,9 @@ def judge(find:Find, v:Vocab, src:Source) -> Finding:
     p = find.parser
     if p['reading'] is None:
         return Finding(**base, verdict='suspect', detail=f"a yes/no parser lint cannot model ({p['why']})", fix=PARSER_FIX)
+    if not p['label'] and set(p['reading'].values()) == {'unknown'}:
+        return Finding(**base, verdict='suspect', detail='it reads no answer of the battery as yes or no: the answer reaches it in a way lint does not see',
+                       reading=p['reading'], fix=PARSER_FIX)
     cls = parser_class(p)
     if p['label']:
         both = [a for a, r in p['reading'].items() if r == 'credited']

@@ -90,12 +90,12 @@ def test_parser_readings(llama):
 
 
 def test_model_agrees_with_the_rules_it_models(llama):
-    "Lint's model of the package's own POPE and exact-match rules reads the battery as the functions themselves do."
+    "Lint's model of the package's own POPE, exact-match and VLMEvalKit rules reads the battery as the functions themselves do."
     from pope_audit import readouts
     from pope_audit.readouts import Record
     r = lint([ROOT/'pope_audit/readouts.py'], llama, 'llava15')
     got = {f.what: f.reading for f in r.findings}
-    for name in ('pope_parse', 'lmms_exact'):
+    for name in ('pope_parse', 'lmms_exact', 'vlmeval_yorn'):
         fn = getattr(readouts, name)
         assert got[f'def {name}(…)'] == {a: fn(Record('random', 1, 'x.jpg', 'q', 'yes', text=a)) for a in BATTERY}
 
