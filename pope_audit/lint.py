@@ -10,12 +10,13 @@ from pathlib import Path
 from .core import InputError
 
 # %% auto #0
-__all__ = ['MAX_BYTES', 'SKIP_DIRS', 'LABEL_WORDS', 'LOGITS', 'TOKENIZERS', 'BATTERY', 'PARSER_FIX', 'LABEL_READ', 'STR_METHODS',
-           'RE_FUNCS', 'SAFE_FUNCS', 'OUTCOMES', 'NEG_HINT', 'LOCAL_FUNCS', 'TEXT_METHODS', 'WRONG', 'ORDER', 'SILENCE',
-           'Source', 'read_sources', 'parse_source', 'walk_paths', 'name_parts', 'names_in', 'yes_no_of', 'label_ish',
-           'yes_no_text', 'Find', 'find_ids', 'find_lookups', 'greedy_reading', 'Unmodelled', 'outcome_of', 'RuleModel',
-           'model_reading', 'read_battery', 'find_parsers', 'lint_probe', 'Vocab', 'ids_verdict', 'lookup_ids',
-           'Finding', 'parser_class', 'judge', 'scan', 'silenced', 'LintReport', 'lint']
+__all__ = ['MAX_BYTES', 'SKIP_DIRS', 'LABEL_WORDS', 'LOGITS', 'SHAPES', 'MIN_ID', 'TOKENIZERS', 'WORD_PARTS', 'BATTERY',
+           'PARSER_FIX', 'LABEL_READ', 'STR_METHODS', 'RE_FUNCS', 'SAFE_FUNCS', 'OUTCOMES', 'NEG_HINT', 'LOCAL_FUNCS',
+           'TEXT_METHODS', 'WRONG', 'ORDER', 'SILENCE', 'Source', 'read_sources', 'parse_source', 'walk_paths',
+           'name_parts', 'names_in', 'yes_no_of', 'label_ish', 'yes_no_text', 'Find', 'find_ids', 'find_lookups',
+           'greedy_reading', 'Unmodelled', 'outcome_of', 'RuleModel', 'model_reading', 'read_battery', 'find_parsers',
+           'lint_probe', 'Vocab', 'ids_verdict', 'lookup_ids', 'Finding', 'parser_class', 'judge', 'scan', 'silenced',
+           'LintReport', 'lint']
 
 # %% ../nbs/18_lint.ipynb #6430dbcf
 MAX_BYTES = 2_000_000             # larger than any evaluation script; a data file or a bundle if bigger
@@ -139,6 +140,8 @@ def _src(s:Source, node, width=90) -> str:
     return seg if len(seg) <= width else seg[:width - 1] + '…'
 
 LOGITS = re.compile(r'logit|score|prob', re.I)
+SHAPES = {'shape', 'ndim', 'size', 'dim', 'device', 'dtype', 'stride', 'len'}
+MIN_ID = 10          # below this an unnamed literal is a position, a dimension or a count, not a yes/no token
 
 def _label_from_target(node) -> str|None:
     "yes/no named by the assignment or keyword that takes `node`'s value (`yes_logit = ...`)."
@@ -158,6 +161,16 @@ def _label_from_target(node) -> str|None:
         node = p
     return None
 
+def _enclosing(n):
+    "The function holding a node, or the module."
+    while _up(n) is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)): n = _up(n)
+    return n
+
+def _mentions_yes_no(node) -> bool:
+    "Does a function (or module) name yes or no anywhere: a string, a name, its own name?"
+    names = names_in(node) + [getattr(node, 'name', '')]
+    return any(yes_no_of(x) for x in names) or any(isinstance(c, ast.Constant) and yes_no_text(c.value) for c in ast.walk(node))
+
 def find_ids(s:Source, tree) -> list[Find]:
     "Integer literals used as yes/no token ids: indexing or comparing logits/scores/ids, or named as ids beside yes/no."
     out = []
@@ -165,10 +178,10 @@ def find_ids(s:Source, tree) -> list[Find]:
         ids = {k: v for k, v in ids.items() if v}
         if ids: out.append(Find(node.lineno, 'id', _src(s, node), ids))
     for n in ast.walk(tree):
-        if isinstance(n, ast.Subscript) and any(LOGITS.search(x) for x in names_in(n.value)):
+        if isinstance(n, ast.Subscript) and any(LOGITS.search(x) for x in names_in(n.value)) and not SHAPES & set(names_in(n.value)):
             idx = n.slice.elts[-1] if isinstance(n.slice, ast.Tuple) and n.slice.elts else n.slice
             ids = _ints(idx)
-            if ids and (all(i >= 2 for i in ids) or isinstance(idx, (ast.List, ast.Tuple))):
+            if ids and all(i >= MIN_ID for i in ids):
                 add(n, {_label_from_target(n) or '?': ids})
         elif isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
             a, b = n.left, n.comparators[0]
@@ -176,7 +189,9 @@ def find_ids(s:Source, tree) -> list[Find]:
                 ids = _ints(lit)
                 strs = [c.value for c in ast.walk(other) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
                 if any(not yes_no_text(t) for t in strs): continue           # ids of other tokens ('<image>', '<pad>')
-                if ids and all(i >= 2 for i in ids) and any(re.search(r'(^|_)ids?$|token|tok(_|$)|logit|score|pred', x, re.I) for x in names_in(other)):
+                if SHAPES & set(names_in(other)): continue
+                about = any(LOGITS.search(x) for x in names_in(other)) or _mentions_yes_no(_enclosing(n))
+                if about and ids and all(i >= MIN_ID for i in ids) and any(re.search(r'(^|_)ids?$|token|tok(_|$)|logit|score|pred', x, re.I) for x in names_in(other)):
                     lab = next((yes_no_of(x) for x in names_in(other) if yes_no_of(x)), None)
                     add(n, {lab or _label_from_target(n) or '?': ids})
         elif isinstance(n, (ast.Assign, ast.AnnAssign)):
@@ -212,10 +227,12 @@ def _const_str(node):
     return None
 
 def _about_yes_no(node, value) -> str|None:
-    "yes/no when a lookup's argument is or names a yes/no word."
+    "yes/no when a lookup's argument is a yes/no word, or a name for one (`yes_word`, `NO_TOKEN`; not `no_repeat_size`)."
     if isinstance(value, str): return yes_no_text(value)
     if isinstance(value, list): return next((yes_no_text(v) for v in value if yes_no_text(v)), None)
-    return next((yes_no_of(x) for x in names_in(node) if yes_no_of(x)), None)
+    return next((yes_no_of(x) for x in names_in(node) if yes_no_of(x) and set(name_parts(x)) <= WORD_PARTS), None)
+
+WORD_PARTS = {'yes', 'no', 'word', 'words', 'token', 'tok', 'text', 'str', 'string', 'answer', 'form', 'surface'}
 
 def _indexes(call) -> tuple[list, ast.AST]:
     "The constant indexes applied to a call's result (`.input_ids`/`['input_ids']` passed through), and the outermost node."
@@ -243,7 +260,7 @@ def find_lookups(s:Source, tree) -> list[Find]:
         owner = names_in(f.value) if isinstance(f, ast.Attribute) else names_in(f)
         if attr == 'convert_tokens_to_ids': call = 'convert_tokens_to_ids'
         elif attr == 'encode' and any(TOKENIZERS.search(x) for x in owner): call = 'encode'
-        elif attr is None and any(TOKENIZERS.search(x) for x in owner) or attr in ('tokenizer', '__call__'): call = 'tokenizer'
+        elif attr is None and any(re.search(r'tok', x, re.I) for x in owner) or attr == 'tokenizer': call = 'tokenizer'
         else: continue
         arg = n.args[0]
         text = _const_str(arg)
@@ -776,7 +793,9 @@ def scan(src:Source) -> list[Find]:
     "Every yes/no decision in one piece of Python, read statically (raises `InputError` on a syntax error)."
     tree = _parents(parse_source(src))
     finds, seen = [], set()
-    for f in find_ids(src, tree) + find_lookups(src, tree) + find_parsers(src, tree):
+    try: found = find_ids(src, tree) + find_lookups(src, tree) + find_parsers(src, tree)
+    except RecursionError: raise InputError('nested too deeply to read', src.file + (f':cell {src.cell}' if src.cell else '')) from None
+    for f in found:
         key = (f.kind, f.line, json.dumps(f.ids, sort_keys=True), f.what)
         if key not in seen: seen.add(key); finds.append(f)
     return sorted(finds, key=lambda f: (f.line, f.kind))
