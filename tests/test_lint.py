@@ -124,6 +124,9 @@ def test_bad_input_one_line_each(tmp_path, llama):
 def test_cli_exit_codes_and_json(capsys, shared, tmp_path):
     gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
     assert run_cli(capsys, 'lint', FIX/'clean', '--tokenizer', gguf)[0] == 0
+    assert run_cli(capsys, 'lint', FIX/'clean', '--tokenizer', gguf.parent, '--gguf-file', gguf.name)[0] == 0
+    code, out = run_cli(capsys, 'lint', FIX/'field/transferred_ids.py', '--tokenizer', shared/'tokenizers/qwen2', '--json')
+    assert code == 1 and [f['spells'] for f in json.loads(out)['findings']][:2] == [[' }}'], ['?\n\n']]
     code, out = run_cli(capsys, 'lint', FIX/'field', '--tokenizer', gguf, '--json')
     doc = json.loads(out)
     assert code == 1 and doc['tokenizer'] == str(gguf)
