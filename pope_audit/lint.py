@@ -767,7 +767,10 @@ def judge(find:Find, v:Vocab, src:Source) -> Finding:
             return Finding(**base, verdict='suspect', detail=look['unseen'] + ': lint cannot see which ids it yields', fix=v.fix([look['label']]))
         ids = lookup_ids(v, look)
         if not ids: return Finding(**base, verdict='suspect', detail='its index falls outside what the tokenizer returns', fix=v.fix([look['label']]))
-        verdict = ids_verdict(v, {look['label']: ids})
+        texts = look['text'] if isinstance(look['text'], list) and len(look['text']) == len(ids) else None
+        by_label = {}
+        for t, i in zip(texts or [], ids): by_label.setdefault(yes_no_text(t) or '?', []).append(i)   # ['Yes', 'No']: each id its own side
+        verdict = ids_verdict(v, by_label or {look['label']: ids})
         sp = [v.spell(i) for i in ids]
         detail = f"yields {ids} ({', '.join(map(repr, sp))})" + (' — the BOS token, not the answer' if verdict == 'special' and look.get('special') else '')
         return Finding(**base, verdict=verdict, ids=ids, spells=sp, detail=detail, fix='' if verdict == 'derived' else v.fix([look['label']]))

@@ -66,6 +66,13 @@ def test_bos_lookup(llama, qwen):
     assert qv[4].verdict == 'derived'                      # the chat template starts the answer on a new line: no space
 
 
+def test_lookup_of_both_words(tmp_path, llama):
+    "convert_tokens_to_ids(['▁Yes', '▁No']) judges each id for its own word; the bare words are excluded after 'ASSISTANT:'."
+    (tmp_path/'pair.py').write_text("def ids(tokenizer):\n    return tokenizer.convert_tokens_to_ids(['▁Yes', '▁No']), tokenizer.convert_tokens_to_ids(['Yes', 'No'])\n")
+    r = lint([tmp_path], llama, 'llava15')
+    assert [(f.ids, f.spells, f.verdict) for f in r.findings] == [([3869, 1939], [' Yes', ' No'], 'derived'), ([8241, 3782], ['Yes', 'No'], 'excluded')]
+
+
 def test_notebook_cells(llama):
     "A notebook's finds are placed at cell:line, magics and shell lines skipped."
     r = lint([FIX/'field/eval_notebook.ipynb'], llama, 'llava15')
