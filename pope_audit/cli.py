@@ -11,7 +11,7 @@ from .core import InputError, dumps_strict, note, set_logging
 # %% auto #0
 __all__ = ['RUN_FLAGS', 'parse_ids', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config',
            'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo', 'cmd_export', 'cmd_ls',
-           'cmd_audit', 'cmd_precision', 'parser', 'out_path', 'main']
+           'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -321,6 +321,14 @@ def cmd_precision(a):
         t = precision_audit(a.out, a.model, a.precisions, a.questions, a.images, device=a.device, keep=a.keep or (), n_boot=a.boot, quiet=a.json, **_shared_settings(a))
     if a.json: return t.to_dict('records')
 
+# %% ../nbs/90_cli.ipynb #5a1c7e28
+def cmd_lint(a):
+    from pope_audit.tokens import load_tokenizer
+    from pope_audit.lint import lint
+    r = lint(a.paths, load_tokenizer(a.tokenizer, a.gguf_file), a.template, a.exclude or (), name=a.tokenizer)
+    print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
+    if r.exit_code(a.strict): sys.exit(r.exit_code(a.strict))
+
 # %% ../nbs/90_cli.ipynb #a8c37d87
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
     "Defaults in every option's help, except where there is none to show."
@@ -447,6 +455,14 @@ def parser() -> argparse.ArgumentParser:
 
     s = add('ls', cmd_ls, 'list readouts, template presets or model families')
     s.add_argument('what', choices=['readouts', 'templates', 'families'], help='what to list')
+
+    s = add('lint', cmd_lint, "find the yes/no readout in evaluation code and check it against the model's tokenizer and template")
+    s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')
+    s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
+    s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
+    s.add_argument('--template', default='llava15', help=f'preset ({", ".join(TEMPLATES)}) or a string with {{question}}')
+    s.add_argument('--exclude', action='append', metavar='GLOB', help='skip paths matching this glob (repeatable)')
+    s.add_argument('--strict', action='store_true', help='suspect finds (ids lint cannot see) fail too')
 
     def shared(s):
         s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
