@@ -9,9 +9,9 @@ from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
 
 # %% auto #0
-__all__ = ['RUN_FLAGS', 'parse_ids', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config',
-           'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo', 'cmd_export', 'cmd_ls',
-           'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'main']
+__all__ = ['RUN_FLAGS', 'parse_ids', 'probe_setup', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv',
+           'read_config', 'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo',
+           'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -26,11 +26,17 @@ def parse_ids(spec:str) -> dict[str, list[int]]:
         return ids
     except ValueError: raise InputError(f'--ids must be llava-two, llava-eight or YES,IDS/NO,IDS (got {spec!r})', field='ids') from None
 
-def cmd_probe(a):
-    from pope_audit.tokens import load_tokenizer, probe, check_ids, probe_text, chat_template_of, check_join
+def probe_setup(a) -> tuple:
+    "The tokenizer, template and join that `probe` and `lint` take from `--tokenizer`, `--gguf-file`, `--template` and `--join`."
+    from pope_audit.tokens import load_tokenizer, chat_template_of, check_join
     join = None if a.join is None else check_join(a.join)       # refused before the tokenizer loads
     tok = load_tokenizer(a.tokenizer, a.gguf_file)
     template = a.template or ('chat' if chat_template_of(tok)[0] else 'llava15')     # the model's own chat template when it has one
+    return tok, template, join
+
+def cmd_probe(a):
+    from pope_audit.tokens import probe, check_ids, probe_text
+    tok, template, join = probe_setup(a)
     pr = probe(tok, template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''), join=join)
     chk = check_ids(pr, parse_ids(a.ids), tok) if a.ids else None
     if a.json: return dict(probe=pr.to_dict(), check=None if chk is None else chk.to_dict('records'))
@@ -323,9 +329,9 @@ def cmd_precision(a):
 
 # %% ../nbs/90_cli.ipynb #5a1c7e28
 def cmd_lint(a):
-    from pope_audit.tokens import load_tokenizer
     from pope_audit.lint import lint
-    r = lint(a.paths, load_tokenizer(a.tokenizer, a.gguf_file), a.template, a.exclude or (), name=a.tokenizer)
+    tok, template, join = probe_setup(a)
+    r = lint(a.paths, tok, template, a.exclude or (), name=a.tokenizer, join=join)
     print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
     if r.exit_code(a.strict): sys.exit(r.exit_code(a.strict))
 
@@ -460,7 +466,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')
     s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
     s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
-    s.add_argument('--template', default='llava15', help=f'preset ({", ".join(TEMPLATES)}) or a string with {{question}}')
+    s.add_argument('--template', help="chat (the tokenizer's own chat template), a preset or a string with {question} "
+                                      "(default: chat when the tokenizer has one, else llava15; as probe)")
+    s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: as probe derives it)")
     s.add_argument('--exclude', action='append', metavar='GLOB', help='skip paths matching this glob (repeatable)')
     s.add_argument('--strict', action='store_true', help='suspect finds (ids lint cannot see) fail too')
 

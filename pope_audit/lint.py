@@ -668,10 +668,10 @@ def find_parsers(s:Source, tree) -> list[Find]:
 WRONG = ('excluded', 'unrelated', 'special', 'disagrees', 'label-dependent')
 ORDER = ['derived', 'agrees', 'suspect', 'excluded', 'unrelated', 'special', 'disagrees', 'label-dependent']
 
-def lint_probe(tok, template='llava15', question:str='Is there a dog in the image?'):
+def lint_probe(tok, template='llava15', question:str='Is there a dog in the image?', join:str|None=None):
     "The probe lint checks ids against (one call, so the probe's template options reach lint unchanged)."
     from pope_audit.tokens import probe
-    return probe(tok, template, question)
+    return probe(tok, template, question, join=join)
 
 @dataclass
 class Vocab:
@@ -849,9 +849,10 @@ def lint(paths, # files or folders: .py and .ipynb
          exclude=(), # glob patterns of paths to skip
          question:str='Is there a dog in the image?', # the question the probe renders
          name:str|None=None, # the tokenizer as the report names it (default: its own name)
+         join:str|None=None, # ' ' or '' to override the join the probe derives (as `probe --join`)
         ) -> LintReport:
     "Find each yes/no decision in `paths` and judge it under `tok` and `template`; nothing found is imported or run."
-    pr = lint_probe(tok, template, question)
+    pr = lint_probe(tok, template, question, join)
     v = Vocab(tok, pr)
     findings, bad, undecided, quiet = [], [], [], 0
     for path, shown in walk_paths(paths, exclude):
