@@ -24,7 +24,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'DECISIONS', 'NEEDS', 'read_table', 'detec
            'write_vlmeval_table', 'coverage', 'records_questions', 'score_summary', 'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'mme')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 
 def _read_delimited(path, sep) -> tuple[pd.DataFrame, list[int]]:
@@ -66,6 +66,8 @@ def detect_kind(path:str|os.PathLike) -> str:
     path = Path(path)
     if path.is_dir():
         if (path/'records.jsonl').exists(): return 'records'
+        from pope_audit.mme import is_mme_folder
+        if is_mme_folder(path): return 'mme'             # MME's result folder: one <subtask>.txt per subtask
         raise InputError('folder holds no records.jsonl', path)
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
@@ -405,7 +407,9 @@ def load_answers(path:str|os.PathLike, # any supported answer file, or a run fol
     if kind == 'llava':
         if questions is None: raise InputError('LLaVA answer files carry no split or label: give the questions (--questions, and --labels for LLaVA\'s question file)', path)
         recs = read_llava_answers(path, questions, splits, chk)
-    else: recs = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records}[kind](path, questions, splits, chk)
+    else:
+        from pope_audit.mme import read_mme_results
+        recs = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records, 'mme': read_mme_results}[kind](path, questions, splits, chk)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
     return Answers(kind, records=recs, questions=qsel, check=chk)
 
