@@ -82,13 +82,13 @@ register(Benchmark(
          image_source='COCO image name', image='the image', category='the split')),
     _pope_load, data.read_hf_pope, lambda folder: folder, _pope_detect,
     groups='splits (adversarial, popular, random)', pairs=None, dimensions={},
-    rule='pope_parse', metrics='accuracy, precision, recall, F1, yes ratio per split', headline=_pope_headline))
+    rule='pope_parse', metrics='accuracy, precision, recall, F1, yes ratio per split', headline=_pope_headline));
 
 register(Benchmark(
     'mme', 'MME (Fu et al., 2023)', "the eval tool's 14 subtask files, image<TAB>question<TAB>answer",
     mme.MME_HUB, _mme_load, mme.read_hf_mme, mme.MMEImages, lambda s: mme.is_mme_folder(s) or (str(s).startswith('hf:') and 'mme' in str(s).lower()),
     groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(mme.MME_GROUPS),
-    rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline))
+    rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline));
 
 # %% ../nbs/01b_benchmarks.ipynb #6772efa0
 def find_benchmark(sources, # question sources (files, folders, hf:ID)
@@ -127,7 +127,7 @@ def mme_section(preds:pd.DataFrame) -> tuple[dict, str]:
     tot = mme.mme_totals(sc)
     names = list(dict.fromkeys(sc.readout))
     wide = lambda c, f: sc.pivot(index='subtask', columns='readout', values=c).reindex(index=list(dict.fromkeys(sc.subtask)), columns=names).map(f)
-    score = pd.concat([wide('as_printed', str), tot.pivot(index='group', columns='readout', values='as_printed').reindex(columns=names)
+    score = pd.concat([wide('as_printed', str), tot.pivot(index='group', columns='readout', values='as_printed').reindex(index=list(mme.MME_GROUPS), columns=names)
                        .rename(index=lambda g: f'{g} (of {200 * len(mme.MME_GROUPS[g])})')])
     parts = ['MME, as calculation.py computes it (other / unknown counts as wrong):', '',
              'score = acc + acc+ per subtask, and the totals, as calculation.py prints them:', score.to_string(), '',
