@@ -4,7 +4,7 @@
 
 # %% ../nbs/01c_mme.ipynb #e7dc0f57
 from __future__ import annotations
-import io, os
+import io, json, os
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -15,7 +15,7 @@ from .data import norm_label, question_table, DatasetImages, ImageFolder, _hf_da
 # %% auto #0
 __all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'mme_answer', 'read_mme_rows',
            'check_pairs', 'is_mme_folder', 'mme_files', 'read_mme_questions', 'MMEImages', 'read_hf_mme',
-           'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text']
+           'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log']
 
 # %% ../nbs/01c_mme.ipynb #df748330
 MME_PERCEPTION = ('existence', 'count', 'position', 'color', 'posters', 'celebrity', 'scene', 'landmark', 'artwork', 'OCR')
@@ -225,3 +225,70 @@ def calculation_text(scores:pd.DataFrame, readout:str) -> str:
         for t, v in zip(part.subtask, part.printed): print('\t', t, ' score:', v, file=buf)
         print('\n', file=buf)
     return buf.getvalue()
+
+# %% ../nbs/01c_mme.ipynb #e7a4f21e
+def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
+    "`(line, subtask, image, question, label, response)` per answer of an MME log, or None if the log is not about MME."
+    from pope_audit.scoring import read_table, answer_text, _first_text
+    from pope_audit.core import read_jsonl
+    out = []
+    if kind == 'lmms-eval':
+        for line, o in read_jsonl(path):
+            doc = o.get('doc') if isinstance(o.get('doc'), dict) else {}
+            if not out and doc.get('category') not in MME_SUBTASKS: return None
+            for f in ('question_id', 'question', 'answer', 'category'):
+                if doc.get(f) is None or str(doc[f]).strip() == '': raise InputError('missing field', path, line, f'doc.{f}')
+            fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
+            text = _first_text(o.get(fld))
+            if text is None: raise InputError('no response text', path, line, fld)
+            out.append((line, str(doc['category']), str(doc['question_id']), str(doc['question']),
+                        norm_label(doc['answer'], path, line, 'doc.answer'), answer_text(text, path, line, fld)))
+    else:
+        df, lines = read_table(path)
+        if 'category' not in df.columns or not len(df) or str(df.category.iloc[0]) not in MME_SUBTASKS: return None
+        for c in ('question', 'answer', 'prediction', 'category'):
+            if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})', path, field=c)
+        for i, r in zip(lines, df.to_dict('records')):
+            out.append((i, str(r['category']), str(r.get('image_path') or ''), str(r['question']),
+                        norm_label(r['answer'], path, i, 'answer'), answer_text(r['prediction'], path, i, 'prediction')))
+    for line, t, *_ in out:
+        if t not in MME_SUBTASKS: raise InputError(f'category {t!r} is not an MME subtask', path, line, 'category')
+    return out
+
+def _numbered(rows, path) -> list[int]:
+    "Question ids two per image, in the log's order (the log's own row order where it names no images)."
+    ids, seen, n = [], {}, Counter()
+    for line, t, img, *_ in rows:
+        if not img: n[t] += 1; ids.append(n[t]); continue
+        if (t, img) not in seen: seen[t, img] = [2 * len({k for k in seen if k[0] == t}) + 1, 0, line]
+        s = seen[t, img]
+        if s[1] == 2: raise InputError(f'image {img!r} has a third question in {t} (first on line {s[2]}): MME asks two per image', path, line, 'image')
+        ids.append(s[0] + s[1]); s[1] += 1
+    return ids
+
+def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a VLMEvalKit table of MME
+                 kind:str, # 'lmms-eval' or 'vlmevalkit'
+                 questions:pd.DataFrame|None=None, # MME's question table, to join to and check against
+                 splits=None, # keep only these subtasks
+                 check=None, # a `scoring.JoinCheck` collecting the pairing checks
+                ) -> list|None:
+    "Records from an lmms-eval or VLMEvalKit log of MME, numbered as MME's files number them; None if the log is not MME's."
+    from pope_audit.readouts import Record
+    from pope_audit.scoring import JoinCheck
+    from pope_audit.data import question_core
+    rows = _log_rows(path, kind)
+    if rows is None: return None
+    rows = [r for r in rows if not splits or r[1] in splits]
+    if questions is None: return [Record(t, i, img, q, lab, source=kind, text=resp) for (_, t, img, q, lab, resp), i in zip(rows, _numbered(rows, path))]
+    check = check if check is not None else JoinCheck(questions, path)
+    key = lambda t, img, q: (t, Path(img).name, question_core(q).lower())
+    qs, used, out = {key(r.split, r.image, r.question): r for r in questions.itertuples(index=False)}, {}, []
+    for line, t, img, q, lab, resp in rows:
+        hit = qs.get(key(t, img, q)) if img else next((r for r in questions[(questions.split == t)].itertuples(index=False)
+                                                      if question_core(r.question).lower() == question_core(q).lower() and (t, r.question_id) not in used), None)
+        if hit is None: raise InputError(f'answer to a question that is not in the question set ({t}: {q[:60]!r}, image {img!r})', path, line, 'question')
+        if (t, hit.question_id) in used: raise InputError(f'a second answer to {t} question {hit.question_id} (first on line {used[t, hit.question_id]})', path, line, 'question')
+        used[t, hit.question_id] = line
+        check(hit, line, text=q, label=lab, fields=('question', 'image', 'answer'))
+        out.append(Record(t, hit.question_id, hit.image, hit.question, lab, source=kind, text=resp))
+    return out

@@ -408,8 +408,9 @@ def load_answers(path:str|os.PathLike, # any supported answer file, or a run fol
         if questions is None: raise InputError('LLaVA answer files carry no split or label: give the questions (--questions, and --labels for LLaVA\'s question file)', path)
         recs = read_llava_answers(path, questions, splits, chk)
     else:
-        from pope_audit.mme import read_mme_results
-        recs = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records, 'mme': read_mme_results}[kind](path, questions, splits, chk)
+        from pope_audit.mme import read_mme_results, read_mme_log
+        recs = read_mme_log(path, kind, questions, splits, chk) if kind in ('lmms-eval', 'vlmevalkit') else None   # MME's logs: numbered as its files
+        if recs is None: recs = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records, 'mme': read_mme_results}[kind](path, questions, splits, chk)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
     return Answers(kind, records=recs, questions=qsel, check=chk)
 

@@ -150,3 +150,44 @@ def test_no_torch(shared, tmp_path):
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize('fmt', ['lmms-eval', 'vlmevalkit'])
+def test_logs_of_mme(shared, tmp_path, capsys, fmt):
+    "lmms-eval's and VLMEvalKit's MME logs score as calculation.py scores the same answers, with or without the question files."
+    from pope_audit.scoring import write_vlmeval_table
+    recs = load_answers(result_folder(shared, tmp_path/'f', 'battery')).records
+    if fmt == 'lmms-eval':
+        log = tmp_path/'samples.jsonl'
+        with open(log, 'w') as f:
+            for i, r in enumerate(recs):
+                doc = dict(question_id=r.image, question=r.question, answer=r.label.capitalize(), category=r.split)
+                f.write(json.dumps(dict(doc_id=i, doc=doc, target=doc['answer'], resps=[[r.text]], filtered_resps=[r.text])) + '\n')
+    else:
+        log = tmp_path/'MME.tsv'
+        write_vlmeval_table(recs, log)
+    for extra in ([], ['--questions', shared/'data/mme/questions']):
+        doc = score([log, *extra], capsys)
+        assert doc['benchmark'] == 'mme' and doc['kind'] == fmt
+        assert doc['mme']['calculation_py']['mme'] == REF['printed']['battery']
+
+
+def test_run_mme(shared, tmp_path, capsys):
+    "run detects MME's question folder, finds images in either release layout, and its records score as MME."
+    from pope_audit.tiny import stand_in_images
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    q = read_mme_questions(shared/'data/mme/questions', ['existence', 'artwork'])
+    names = q.groupby('split').head(2).image
+    for t in ('existence', 'artwork/images'): (tmp_path/'img'/t).mkdir(parents=True)
+    stand_in_images([n for n in names if n.startswith('existence/')], tmp_path/'img', size=(32, 32))
+    stand_in_images([n.split('/')[1] for n in names if n.startswith('artwork/')], tmp_path/'img/artwork/images', size=(32, 32))
+    main(['run', '--model', tiny_vlm_dir('llava15'), '--questions', shared/'data/mme/questions', '--images', tmp_path/'img',
+          '--splits', 'existence', 'artwork', '--limit', '2', '--max-new-tokens', '2', '--out', tmp_path/'run', '--json'])
+    capsys.readouterr()
+    doc = score([tmp_path/'run'], capsys)
+    assert doc['benchmark'] == 'mme' and [r['subtask'] for r in doc['mme']['subtasks'] if r['readout'] == 'mme'] == ['existence', 'artwork']
+    assert all(r['images'] == 1 and r['questions'] == 2 for r in doc['mme']['subtasks'])
+    with pytest.raises(SystemExit) as e:
+        main(['run', '--model', tiny_vlm_dir('llava15'), '--benchmark', 'mme', '--questions', shared/'data/pope/coco',
+              '--images', tmp_path/'img', '--out', tmp_path/'run2'])
+    assert e.value.code == 2 and '14 of the MME subtask files are missing' in capsys.readouterr().err
