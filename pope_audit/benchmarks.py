@@ -35,6 +35,8 @@ class Benchmark:
     metrics: str               # what the authors report
     headline: Callable         # predictions table -> headline metrics
     fingerprint: Callable = data.fingerprint   # question table -> per group: rows, hash, version
+    group_names: tuple = ()    # its groups' names, when fixed: answers whose splits are among them are this benchmark's
+    section: Callable|None = None   # predictions table -> (results JSON part, text) that `score` adds; None: score's own tables say it all
 
     def structure(self, questions:pd.DataFrame) -> pd.DataFrame:
         "Per group: its dimension, questions, images and yes-labels."
@@ -88,7 +90,8 @@ register(Benchmark(
     'mme', 'MME (Fu et al., 2023)', "the eval tool's 14 subtask files, image<TAB>question<TAB>answer",
     mme.MME_HUB, _mme_load, mme.read_hf_mme, mme.MMEImages, lambda s: mme.is_mme_folder(s) or (str(s).startswith('hf:') and 'mme' in str(s).lower()),
     groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(mme.MME_GROUPS),
-    rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline));
+    rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline,
+    group_names=mme.MME_SUBTASKS, section=lambda preds: mme_section(preds)));
 
 # %% ../nbs/01b_benchmarks.ipynb #6772efa0
 def find_benchmark(sources, # question sources (files, folders, hf:ID)
@@ -103,9 +106,9 @@ def find_benchmark(sources, # question sources (files, folders, hf:ID)
     return hit[0] if hit else BENCHMARKS['pope']
 
 def benchmark_of(splits) -> Benchmark:
-    "The benchmark whose groups `splits` are: MME for its subtasks, else POPE."
+    "The benchmark whose fixed group names `splits` all are (MME for its subtasks), else POPE."
     s = set(splits)
-    return BENCHMARKS['mme'] if s and s <= set(mme.MME_SUBTASKS) else BENCHMARKS['pope']
+    return next((b for b in BENCHMARKS.values() if b.group_names and s and s <= set(b.group_names)), BENCHMARKS['pope'])
 
 def benchmark_inputs(name:str|None, # `--benchmark`, or None to detect
                      sources, # `--questions`
@@ -145,10 +148,10 @@ def benchmark_scores(ans, # what `scoring.load_answers` (or the stream) read
                     ) -> tuple[dict, str]:
     "The results JSON's benchmark part (`benchmark`, and MME's scores) and the text `score` adds for it."
     b = benchmark_of(ans.splits)
-    if b.name != 'mme': return dict(benchmark=b.name), ''
+    if b.section is None: return dict(benchmark=b.name), ''
     if ans.preds is not None: preds = ans.preds
     else:
         from pope_audit.scoring import predictions, check_readouts
         preds = predictions(ans.records, check_readouts(ans.records, names), tie)
-    doc, text = mme_section(preds)
+    doc, text = b.section(preds)
     return dict(benchmark=b.name, **doc), text

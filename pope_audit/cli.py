@@ -278,7 +278,9 @@ def cmd_audit(a):
         s = _shared_settings(a)
         if a.load_in_4bit: s['quantization'] = 'nf4'
         if a.dtype: s['dtype'] = a.dtype
-        t = audit(a.out, a.models or (), a.runs, a.questions, a.images, quiet=a.json, **s)
+        from pope_audit.benchmarks import benchmark_inputs
+        qs, imgs = benchmark_inputs(None, a.questions, a.images, a.labels) if a.questions else (a.questions, a.images)   # MME: its table and images
+        t = audit(a.out, a.models or (), a.runs, qs, imgs, quiet=a.json, **s)
     if a.json: return t.to_dict('records')
 
 def cmd_precision(a):
