@@ -415,7 +415,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--parquet', action='store_true', help='Parquet (the one format there is; the flag keeps the command explicit)')
     s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records)')
 
-    s = add('ls', cmd_ls, 'list readouts, template presets or model families')
+    s = add('ls', cmd_ls, 'list readouts, template presets, model families or benchmarks')
     s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks'], help='what to list')
 
     def shared(s):
