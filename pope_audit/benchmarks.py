@@ -24,7 +24,7 @@ class Benchmark:
     title: str
     files: str                 # the question files the loader reads
     hub: dict                  # the hub dataset: id, split, columns
-    load: Callable             # question sources -> (question table, image source or None)
+    load: Callable             # question sources, labels, splits -> (question table, image source or None)
     load_hub: Callable         # hub id, saved folder or Dataset -> (question table, image source)
     images: Callable           # an image folder -> an image source for this benchmark's image names
     detect: Callable           # a question source -> is it this benchmark's?
@@ -54,19 +54,19 @@ def _pope_headline(preds:pd.DataFrame) -> pd.DataFrame:
     from pope_audit.scoring import score_predictions
     return score_predictions(preds)
 
-def _pope_load(sources, labels=None):
+def _pope_load(sources, labels=None, splits=None):
     return data.load_questions(sources, labels)
 
 def _pope_detect(source) -> bool:
     s = str(source)
     return not mme.is_mme_folder(s) and not (s.startswith('hf:') and 'mme' in s.lower())
 
-def _mme_load(sources, labels=None):
+def _mme_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
     if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not MME', labels, field='labels')
     if len(sources) != 1: raise InputError('MME takes one question source: the folder of subtask files, or hf:ID', ', '.join(sources), field='questions')
     if sources[0].startswith('hf:'): return mme.read_hf_mme(sources[0][3:])
-    return mme.read_mme_questions(sources[0]), None
+    return mme.read_mme_questions(sources[0], splits), None
 
 def _mme_headline(preds:pd.DataFrame) -> pd.DataFrame: return mme.mme_scores(preds)
 
@@ -114,11 +114,12 @@ def benchmark_inputs(name:str|None, # `--benchmark`, or None to detect
                      sources, # `--questions`
                      images=None, # `--images`: a folder
                      labels=None, # `--labels`
+                     splits=None, # `--splits`: the groups to read (a benchmark whose files are per group reads only these)
                     ):
     "What `run` takes for these questions: POPE's sources as given, another benchmark's question table and image source."
     b = find_benchmark(sources, name)
     if b.name == 'pope': return sources, images
-    q, ds_images = b.load(sources, labels)
+    q, ds_images = b.load(sources, labels, splits)
     return q, (ds_images if images is None else b.images(images))
 
 # %% ../nbs/01b_benchmarks.ipynb #1d85dbc8

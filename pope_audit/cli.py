@@ -165,7 +165,7 @@ def cmd_run(a):
     from pope_audit.inference import run
     cfg = run_config(a)
     from pope_audit.benchmarks import benchmark_inputs
-    questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels)   # POPE's sources as given; MME's table and images
+    questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)   # POPE's sources as given; MME's table and images
     if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
         from pope_audit.parallel import launch
         from pope_audit.runconfig import RunFolder
@@ -279,7 +279,7 @@ def cmd_audit(a):
         if a.load_in_4bit: s['quantization'] = 'nf4'
         if a.dtype: s['dtype'] = a.dtype
         from pope_audit.benchmarks import benchmark_inputs
-        qs, imgs = benchmark_inputs(None, a.questions, a.images, a.labels) if a.questions else (a.questions, a.images)   # MME: its table and images
+        qs, imgs = benchmark_inputs(None, a.questions, a.images, a.labels, a.splits) if a.questions else (a.questions, a.images)   # MME: its table and images
         t = audit(a.out, a.models or (), a.runs, qs, imgs, quiet=a.json, **s)
     if a.json: return t.to_dict('records')
 
