@@ -187,6 +187,9 @@ def test_run_mme(shared, tmp_path, capsys):
     doc = score([tmp_path/'run'], capsys)
     assert doc['benchmark'] == 'mme' and [r['subtask'] for r in doc['mme']['subtasks'] if r['readout'] == 'mme'] == ['existence', 'artwork']
     assert all(r['images'] == 1 and r['questions'] == 2 for r in doc['mme']['subtasks'])
+    main(['report', tmp_path/'run'])
+    assert (tmp_path/'run/report.html').is_file() and 'artwork' in (tmp_path/'run/report.md').read_text()
+    capsys.readouterr()
     part = tmp_path/'part'; part.mkdir()                                    # a folder with two subtask files runs with --splits
     for t in ('existence', 'artwork'): (part/f'{t}.txt').write_bytes((shared/f'data/mme/questions/{t}.txt').read_bytes())
     main(['run', '--model', tiny_vlm_dir('llava15'), '--questions', part, '--images', tmp_path/'img', '--splits', 'existence',
