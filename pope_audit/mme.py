@@ -13,9 +13,9 @@ from .core import InputError, input_file, decode_line
 from .data import norm_label, question_table, DatasetImages, ImageFolder, _hf_dataset
 
 # %% auto #0
-__all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'mme_answer', 'read_mme_rows',
-           'check_pairs', 'is_mme_folder', 'mme_files', 'read_mme_questions', 'MMEImages', 'read_hf_mme',
-           'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log']
+__all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'mme_answer', 'lmms_mme_answer',
+           'read_mme_rows', 'check_pairs', 'is_mme_folder', 'mme_files', 'read_mme_questions', 'MMEImages',
+           'read_hf_mme', 'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log']
 
 # %% ../nbs/01c_mme.ipynb #df748330
 MME_PERCEPTION = ('existence', 'count', 'position', 'color', 'posters', 'celebrity', 'scene', 'landmark', 'artwork', 'OCR')
@@ -28,6 +28,12 @@ def mme_answer(text:str) -> str:
     p = text.lower()
     if p in ('yes', 'no'): return p
     return 'yes' if 'yes' in p[:4] else 'no' if 'no' in p[:4] else 'other'
+
+def lmms_mme_answer(text:str) -> str:
+    "lmms-eval's MME rule: lower-cased, stripped, periods removed; then a lone y/n, or MME's rule."
+    p = text.lower().strip().replace('.', '')
+    if len(p) == 1: return {'y': 'yes', 'n': 'no'}.get(p, 'other')
+    return mme_answer(p)
 
 # %% ../nbs/01c_mme.ipynb #56335014
 _FIELDS = ('image', 'question', 'answer', 'response')

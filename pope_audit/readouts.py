@@ -15,7 +15,7 @@ from .tokens import LLAVA_TWO, LLAVA_EIGHT
 __all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
            'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
            'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
-           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'applicable']
+           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -254,13 +254,18 @@ def vlmeval_yorn(rec):
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
 # %% ../nbs/03_readouts.ipynb #4dd3cbee
-from .mme import mme_answer, MME_SUBTASKS
+from .mme import mme_answer, lmms_mme_answer, MME_SUBTASKS
 
-SCOPED = {'mme': MME_SUBTASKS}   # a benchmark's official rule: by default, applied to its own groups only
+SCOPED = {'mme': MME_SUBTASKS, 'lmms_mme': MME_SUBTASKS}   # a benchmark's official rule: by default, applied to its own groups only
 
 @readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
 def mme_rule(rec):
     a = mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
+def lmms_mme_rule(rec):
+    a = lmms_mme_answer(rec.text)
     return 'unknown' if a == 'other' else a
 
 # %% ../nbs/03_readouts.ipynb #9ea9dc53

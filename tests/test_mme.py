@@ -38,6 +38,14 @@ def test_rule_is_calculation_py():
     assert mme_answer('Not sure') == 'no' and mme_answer('The answer is yes') == 'other'
 
 
+def test_lmms_rule_is_lmms_eval():
+    "lmms-eval's MME parse_pred_ans, run once on the battery (tests/reference/mme/lmms_eval_mme_parse.json)."
+    from pope_audit.mme import lmms_mme_answer
+    ref = json.loads((Path(__file__).parent/'reference/mme/lmms_eval_mme_parse.json').read_text())
+    assert [lmms_mme_answer(a) for a in ref['answers']] == ref['parsed']
+    assert sum(lmms_mme_answer(a) != mme_answer(a) for a in ref['answers']) >= 5      # the two rules part on this battery
+
+
 @pytest.mark.parametrize('kind', ['battery', 'mostly_right'])
 def test_printout_is_calculation_py(shared, tmp_path, kind):
     "calculation.py's printout, character for character, from a result folder."
@@ -55,7 +63,7 @@ def test_score_cli(shared, tmp_path, capsys):
     assert doc['mme']['calculation_py']['mme'] == REF['printed']['mostly_right']
     tot = {(r['readout'], r['group']): r for r in doc['mme']['totals']}
     assert tot['mme', 'Perception']['as_printed'] == '1001.9117647058823' and tot['mme', 'Cognition']['out_of'] == 800
-    assert {'pope_parse', 'lmms_exact', 'vlmeval_yorn', 'mme'} == {r for r, _ in tot}
+    assert {'pope_parse', 'lmms_exact', 'vlmeval_yorn', 'mme', 'lmms_mme'} == {r for r, _ in tot}
     # lmms_exact refuses 'The answer is yes' too, but pope_parse reads it as yes: the totals differ by readout
     assert tot['pope_parse', 'Perception']['score'] > tot['mme', 'Perception']['score']
     res = json.loads(next((tmp_path/'res').glob('results_*.json')).read_text())
