@@ -81,10 +81,13 @@ def cmd_score(a):
     names = _names(a.readouts)
     ans = _answers(a, a.answers[0] if len(a.answers) == 1 else a.answers, names)
     sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties)
-    doc = whole_counts(summary_json(sm))
+    from pope_audit.benchmarks import benchmark_scores
+    bdoc, btext = benchmark_scores(ans, names, a.ties)          # the benchmark's own scores (MME's), and its name
+    doc = {**whole_counts(summary_json(sm)), **bdoc}
     if a.out: note(f'results: {write_results(doc, sm["scores"], a, a.out)}')
     if a.json: return doc
     print(summary_text(sm, title=f'{" ".join(a.answers)} ({ans.kind})'))
+    if btext: print('\n' + btext)
 
 def whole_counts(doc:dict) -> dict:
     "`doc` with the count fields of its score rows as integers (3000, not 3000.0)."
@@ -204,16 +207,18 @@ def cmd_run(a):
     import os
     from pope_audit.inference import run
     cfg = run_config(a)
+    from pope_audit.benchmarks import benchmark_inputs
+    questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)   # POPE's sources as given; MME's table and images
     if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
         from pope_audit.parallel import launch
         from pope_audit.runconfig import RunFolder
         RunFolder(a.out).lock().unlock()                          # a folder in use is refused here, with exit 2, before any worker starts
         from pope_audit.inference import select_work
-        select_work(a.questions, a.images, cfg, a.labels)          # so are bad questions or images, once, not in every worker
+        select_work(questions, images, cfg, a.labels)          # so are bad questions or images, once, not in every worker
         if code := launch(a._argv, cfg.processes): sys.exit(code)
         out = Path(a.out)
     else:
-        out = run(cfg.model, a.questions, a.images, a.out, config=cfg, labels=a.labels)
+        out = run(cfg.model, questions, images, a.out, config=cfg, labels=a.labels)
         if os.environ.get('RANK', '0') != '0' or os.environ.get('POPE_AUDIT_LAUNCHED'): return   # a worker: rank 0 or the launcher reports
     man = json.loads((out/'manifest.json').read_text())
     if a.json: return man
@@ -287,11 +292,13 @@ def cmd_ls(a):
     from pope_audit.readouts import READOUTS
     from pope_audit.tokens import TEMPLATES
     from pope_audit.models import FAMILIES, load_ports
+    from pope_audit.benchmarks import BENCHMARKS
     load_ports()
     rows = {'readouts': [(n, r.description) for n, r in READOUTS.items()],
             'templates': [(n, f'join {t.sep!r:<4} {t.text!r}') for n, t in TEMPLATES.items()],
             'families': [(n, f"model types {', '.join(c.model_types)}; template {c.default_template}" + (' (experimental)' if c.experimental else ''))
-                         for n, c in FAMILIES.items()]}[a.what]
+                         for n, c in FAMILIES.items()],
+            'benchmarks': [(n, b.describe()) for n, b in BENCHMARKS.items()]}[a.what]
     if a.json: return [dict(name=n, description=d) for n, d in rows]
     w = max(len(n) for n, _ in rows)
     print('\n'.join(f'{n:<{w}}  {d}' for n, d in rows))
@@ -315,7 +322,9 @@ def cmd_audit(a):
         s = _shared_settings(a)
         if a.load_in_4bit: s['quantization'] = 'nf4'
         if a.dtype: s['dtype'] = a.dtype
-        t = audit(a.out, a.models or (), a.runs, a.questions, a.images, quiet=a.json, **s)
+        from pope_audit.benchmarks import benchmark_inputs
+        qs, imgs = benchmark_inputs(None, a.questions, a.images, a.labels, a.splits) if a.questions else (a.questions, a.images)   # MME: its table and images
+        t = audit(a.out, a.models or (), a.runs, qs, imgs, quiet=a.json, **s)
     if a.json: return t.to_dict('records')
 
 def cmd_precision(a):
@@ -417,6 +426,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
     questions(s, required=True)
     s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
+    s.add_argument('--benchmark', choices=['pope', 'mme'], help='the benchmark the questions are (default: detected from the question files)')
     s.add_argument('--out', required=True, help='output folder (resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
     s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the family's)")
@@ -459,8 +469,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--parquet', action='store_true', help='Parquet (the one format there is; the flag keeps the command explicit)')
     s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records)')
 
-    s = add('ls', cmd_ls, 'list readouts, template presets or model families')
-    s.add_argument('what', choices=['readouts', 'templates', 'families'], help='what to list')
+    s = add('ls', cmd_ls, 'list readouts, template presets, model families or benchmarks')
+    s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks'], help='what to list')
 
     s = add('lint', cmd_lint, "find the yes/no readout in evaluation code and check it against the model's tokenizer and template")
     s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')

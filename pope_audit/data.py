@@ -314,15 +314,39 @@ def fingerprint(df:pd.DataFrame) -> pd.DataFrame:
         out.append(dict(split=split, rows=len(g), sha256=h, version=v))
     return pd.DataFrame(out)
 
+# %% ../nbs/01_data.ipynb #23950664
+_MME = 'MME official (eval_tool.zip, BradyFU/Awesome-Multimodal-Large-Language-Models)'
+KNOWN_VERSIONS.update({
+    ('existence', 60, 'd6384c21be00e26e'): _MME,
+    ('count', 60, '03900ded784b003c'): _MME,
+    ('position', 60, 'ca61488e55bc37f9'): _MME,
+    ('color', 60, 'ce504c91f2768c6e'): _MME,
+    ('posters', 294, '8208394ddfb928fd'): _MME,
+    ('celebrity', 340, '9fbf8adc50149cde'): _MME,
+    ('scene', 400, '98ee6bf89898d962'): _MME,
+    ('landmark', 400, '5441194e64e6ced0'): _MME,
+    ('artwork', 400, '6f7c04a84cb8c89e'): _MME,
+    ('OCR', 40, 'b381d54863ca6ccf'): _MME,
+    ('commonsense_reasoning', 140, '0bb3b299262a09fd'): _MME,
+    ('numerical_calculation', 40, 'a00aa230aeb23d7d'): _MME,
+    ('text_translation', 40, 'd961cf32f848f410'): _MME,
+    ('code_reasoning', 40, 'd715d3a12dd18525'): _MME,
+})
+
 # %% ../nbs/01_data.ipynb #10a71049
 def load_questions(sources:Iterable[str|os.PathLike], labels:str|os.PathLike|None=None):
     "Question table and image source (or `None`) from POPE files/folders, LLaVA's file + `labels`, or `hf:ID`."
     sources = [str(s) for s in sources]
     if any(s.startswith('hf:') for s in sources):
         if len(sources) > 1: raise InputError('hf: takes one dataset, not more question sources', field='questions')
+        if 'mme' in sources[0].lower():
+            from pope_audit.mme import read_hf_mme
+            return read_hf_mme(sources[0][3:])
         return read_hf_pope(sources[0][3:])
     for s in sources:
         if not Path(s).is_dir(): input_file(s, 'question file')
+    from pope_audit.mme import is_mme_folder, read_mme_questions     # here: the mme module builds on this one
+    if len(sources) == 1 and is_mme_folder(sources[0]): return read_mme_questions(sources[0]), None
     if len(sources) == 1 and Path(sources[0]).is_file() and not split_from_name(sources[0]):
         if labels is None: raise InputError('this looks like a LLaVA question file: give its label folder too (--labels)', sources[0])
         return read_llava_questions(sources[0], labels), None

@@ -12,10 +12,10 @@ from .data import norm_label, need_str, checked_qid
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 
 # %% auto #0
-__all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
+__all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
            'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
            'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
-           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'applicable']
+           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -253,9 +253,24 @@ def vlmeval_yorn(rec):
     y, n = 'yes' in words, 'no' in words
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
+# %% ../nbs/03_readouts.ipynb #4dd3cbee
+from .mme import mme_answer, lmms_mme_answer, MME_SUBTASKS
+
+SCOPED = {'mme': MME_SUBTASKS, 'lmms_mme': MME_SUBTASKS}   # a benchmark's official rule: by default, applied to its own groups only
+
+@readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
+def mme_rule(rec):
+    a = mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
+def lmms_mme_rule(rec):
+    a = lmms_mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
 # %% ../nbs/03_readouts.ipynb #9ea9dc53
 def applicable(records:list[Record], names=None) -> list[str]:
     "Readouts (in registry order, then the corrections every record carries) that apply to every record."
-    names = names or [*READOUTS, *correction_labels(records)]
+    names = names or [*(n for n in READOUTS if n not in SCOPED or all(r.split in SCOPED[n] for r in records)), *correction_labels(records)]
     return [n for n in names if records and all(READOUTS[n].applies(r) for r in records)]
 

@@ -26,7 +26,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'REA
            'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 LAYOUTS = ["LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
            "lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)",
@@ -83,6 +83,8 @@ def detect_kind(path:str|os.PathLike) -> str:
     path = Path(path)
     if path.is_dir():
         if (path/'records.jsonl').exists(): return 'records'
+        from pope_audit.mme import is_mme_folder
+        if is_mme_folder(path): return 'mme'             # MME's result folder: one <subtask>.txt per subtask
         raise InputError('folder holds no records.jsonl', path)
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
@@ -510,11 +512,12 @@ class Answers:
 READERS = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records, 'lines': read_line_aligned}
 
 def answer_files(paths) -> list[Path]:
-    "The files of a run: each file named, and in a tool's output folder each file whose kind is recognised (a run folder stays one)."
+    "The files of a run: each file named, and in a tool's output folder each file whose kind is recognised (a run folder or MME's result folder stays one)."
+    from pope_audit.mme import is_mme_folder
     out = []
     for p in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
         p = Path(p)
-        if p.is_dir() and not (p/'records.jsonl').exists():
+        if p.is_dir() and not (p/'records.jsonl').exists() and not is_mme_folder(p):
             found = []
             for f in sorted(p.iterdir()):
                 if not f.is_file() or f.name.startswith('.'): continue
@@ -566,9 +569,14 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
     if kind == 'llava':
         if questions is None: raise InputError('LLaVA answer files carry no split or label: give the questions (--questions, and --labels for LLaVA\'s question file)', path)
         recs = read_llava_answers(path, questions, splits, chk)
-    elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
-    elif kind == 'records': recs = read_records(path, questions, splits, chk)
-    else: recs = READERS[kind](path, questions, splits, chk, notes)
+    else:
+        from pope_audit.mme import read_mme_results, read_mme_log
+        recs = read_mme_log(path, kind, questions, splits, chk) if kind in ('lmms-eval', 'vlmevalkit') else None   # MME's logs: numbered as its files
+        if recs is not None: pass
+        elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
+        elif kind == 'mme': recs = read_mme_results(path, questions, splits, chk)
+        elif kind == 'records': recs = read_records(path, questions, splits, chk)
+        else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
     return Answers(kind, records=recs, questions=qsel, check=chk, notes=notes)
 
