@@ -138,7 +138,7 @@ def read_config(path:str|None) -> dict:
 # %% ../nbs/90_cli.ipynb #7e12a5c1
 RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
                  template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
-                 batch_size='batch_size', device='device', processes='processes')
+                 batch_size='batch_size', device='device', processes='processes', threads='threads')
 
 def run_config(a) -> 'RunConfig':
     "The run's configuration: defaults, then `--config`, then the options given on the command line."
@@ -242,12 +242,11 @@ def cmd_ls(a):
     "List what can be chosen: readouts, template presets or model families."
     from pope_audit.readouts import READOUTS
     from pope_audit.tokens import TEMPLATES
-    from pope_audit.models import FAMILIES, load_ports
-    load_ports()
+    from pope_audit.choices import FAMILY_FACTS    # not the registry: that imports torch
     rows = {'readouts': [(n, r.description) for n, r in READOUTS.items()],
             'templates': [(n, repr(t.text)) for n, t in TEMPLATES.items()],
-            'families': [(n, f"model types {', '.join(c.model_types)}; template {c.default_template}" + (' (experimental)' if c.experimental else ''))
-                         for n, c in FAMILIES.items()]}[a.what]
+            'families': [(n, f"model types {', '.join(c[0])}; template {c[1]}" + (' (experimental)' if c[2] else ''))
+                         for n, c in FAMILY_FACTS.items()]}[a.what]
     if a.json: return [dict(name=n, description=d) for n, d in rows]
     w = max(len(n) for n, _ in rows)
     print('\n'.join(f'{n:<{w}}  {d}' for n, d in rows))
@@ -313,13 +312,8 @@ def _batch(v:str):
 
 def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
-    from pope_audit.metrics import POLICIES
-    from pope_audit.readouts import READOUTS, TIE_RULES
-    from pope_audit.scoring import KINDS
-    from pope_audit.tokens import TEMPLATES
-    from pope_audit.models import DTYPES, QUANTIZATIONS
-    from pope_audit.corrections import CORRECTIONS, load_methods
-    load_methods()
+    from pope_audit.choices import (POLICIES, READOUT_NAMES as READOUTS, TIE_RULES, KINDS, TEMPLATE_NAMES as TEMPLATES, DTYPES, QUANTIZATIONS,
+                                    CORRECTION_NAMES as CORRECTIONS)    # names as plain data: --help loads no model stack
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
@@ -373,6 +367,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model-args', help='further from_pretrained arguments, key=value,key=value')
     s.add_argument('--device', help='cpu, cuda:0, … (default: cuda:0 when there is a GPU)')
     s.add_argument('--processes', type=int, help='data-parallel processes (default: 1)')
+    s.add_argument('--threads', type=int, help='torch threads per process (default: OMP_NUM_THREADS, else the cores this process may use divided among --processes)')
     s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto': the largest that fits the device's free memory (default: auto on a GPU, 8 on a CPU)")
     s.add_argument('--limit', type=int, help='first N questions of each split (default: all)')
     s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (default: 16)')
