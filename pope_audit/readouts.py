@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_readouts.ipynb #199452e2
 from __future__ import annotations
-import functools, math, re
+import functools, math, re, sys
 from dataclasses import dataclass, fields
 from typing import Callable
 from .core import InputError, need, is_number
@@ -119,9 +119,10 @@ class _Registry(dict):
     @staticmethod
     def _correction(name) -> bool:
         if not isinstance(name, str): return False
-        from pope_audit.corrections import CORRECTIONS, load_methods      # imported here: the corrections module imports this one
-        if name.partition(':')[0] not in CORRECTIONS: load_methods()
-        return name.partition(':')[0] in CORRECTIONS
+        from pope_audit.choices import CORRECTION_NAMES   # the shipped ones, known without the corrections module (it imports torch)
+        base = name.partition(':')[0]
+        mod = sys.modules.get('pope_audit.corrections')  # one registered since, in this process
+        return base in CORRECTION_NAMES or (mod is not None and base in mod.CORRECTIONS)
     def __missing__(self, name):
         if self._correction(name): return correction_readout(name)
         raise KeyError(name)
