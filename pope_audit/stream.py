@@ -47,6 +47,9 @@ def line_ranges(path:str|os.PathLike, # a JSON Lines file
     return out
 
 # %% ../nbs/04c_stream.ipynb #bc279b23
+CODES = {'yes': 1, 'no': 0, 'unknown': 2}
+LABELS = np.array(['no', 'yes', 'unknown'], dtype=object)
+
 def _idkey(ids) -> tuple:
     "An id set as a hashable `(yes ids, no ids)`; a missing set and empty lists give empty tuples (every readout treats them alike)."
     return (tuple(ids.get('yes') or ()), tuple(ids.get('no') or ())) if ids else ((), ())
@@ -187,9 +190,6 @@ def block_decisions(b:Block, names, tie:str) -> dict[str, np.ndarray]:
 
 
 # %% ../nbs/04c_stream.ipynb #a294f126
-CODES = {'yes': 1, 'no': 0, 'unknown': 2}
-LABELS = np.array(['no', 'yes', 'unknown'], dtype=object)
-
 def _columns(names, keys:dict, b:Block, slow:dict, tie:str) -> dict:
     "A worker's columns from a frozen block, in the order `stream_predictions` reads them: keys, tie, codes, `moved:` flags."
     fast = [n for n in names if n not in slow]
