@@ -4,7 +4,7 @@
 
 # %% ../nbs/05d_runconfig.ipynb #2cd783aa
 from __future__ import annotations
-import dataclasses, datetime, fcntl, hashlib, json, os, platform, socket, sys
+import dataclasses, datetime, fcntl, hashlib, json, os, platform, socket, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from .core import InputError, atomic_write
@@ -12,8 +12,8 @@ from .choices import DTYPES, QUANTIZATIONS      # not from models: that imports 
 
 # %% auto #0
 __all__ = ['IDENTITY', 'ENVIRONMENT', 'RUN_FILES', 'RunConfig', 'from_settings', 'diff', 'describe_diff', 'safe_image_name',
-           'image_hashes', 'images_identity', 'RunFolder', 'usable_cpus', 'choose_threads', 'apply_threads',
-           'environment']
+           'image_hashes', 'images_identity', 'RunFolder', 'usable_cpus', 'others_load', 'choose_threads',
+           'apply_threads', 'environment']
 
 # %% ../nbs/05d_runconfig.ipynb #c08cde80
 IDENTITY = ('model', 'revision', 'dtype', 'quantization', 'attn_implementation', 'template', 'family_options', 'model_args',
@@ -216,14 +216,25 @@ def usable_cpus(root:str|os.PathLike='/sys/fs/cgroup') -> int:
     q = _cgroup_cpus(root)
     return max(1, min(n, int(q)) if q else n)
 
+_STARTED = time.time()
+
+def others_load() -> float:
+    "Cores other work keeps busy: the 1-minute load average less this process's own average use since it started (a notebook's earlier runs)."
+    if not hasattr(os, 'getloadavg'): return 0.0
+    import resource
+    own = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ('ru_utime', 'ru_stime'))
+    return max(0.0, os.getloadavg()[0] - own / max(60.0, time.time() - _STARTED))
+
 def choose_threads(threads:int|None=None, # --threads, if given
                    processes:int=1, # processes sharing the cores
+                   load:float|None=None, # cores other work keeps busy (default: the 1-minute load average)
                   ) -> tuple[int, str]:
-    "Threads per process and where the number came from: `--threads`, else `OMP_NUM_THREADS`, else the usable cores divided among processes."
+    "Threads per process and where the number came from: `--threads`, else `OMP_NUM_THREADS`, else the usable cores other work leaves free, divided among processes."
     if threads: return int(threads), 'threads'
     omp = os.environ.get('OMP_NUM_THREADS', '').strip()
     if omp.isdigit() and int(omp) > 0: return int(omp), 'OMP_NUM_THREADS'
-    return max(1, usable_cpus() // max(1, processes)), 'auto'
+    if load is None: load = others_load()
+    return max(1, int(usable_cpus() - load) // max(1, processes)), 'auto'
 
 def apply_threads(cfg:RunConfig) -> int:
     "Set torch's thread count for this run (see `choose_threads`); return it."
@@ -248,4 +259,5 @@ def environment(cfg:RunConfig|None=None) -> dict:
                torch=torch.__version__ if torch else _version('torch'), transformers=_version('transformers'), bitsandbytes=_version('bitsandbytes'),
                accelerate=_version('accelerate'), cuda=torch.version.cuda if torch else None, hardware=dev, platform=platform.platform())
     if cfg: env['threads'], env['threads_from'] = choose_threads(cfg.threads, cfg.processes)
+    if cfg and torch: env['threads'] = torch.get_num_threads()     # what the run set (`apply_threads`), not a second look at the load
     return env
