@@ -160,7 +160,9 @@ def LOG_QUIET():
 def cmd_run(a):
     import os
     from pope_audit.inference import run
+    from pope_audit.runconfig import apply_threads
     cfg = run_config(a)
+    apply_threads(cfg)      # --threads, else OMP_NUM_THREADS, else the free usable cores: before torch starts its pool
     if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
         from pope_audit.parallel import launch
         from pope_audit.runconfig import RunFolder

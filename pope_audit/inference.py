@@ -124,7 +124,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     corrections = make_corrections(cfg.corrections)
     questions, imgs = select_work(questions, images, cfg, labels)
     w = world()
-    apply_threads(cfg)     # before the model loads: a team as wide as the machine stalls when the cores are shared
+    if cfg.threads: apply_threads(cfg)     # given: set before the model loads (the command line also applies the automatic choice)
     family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
         attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
     if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')

@@ -236,11 +236,14 @@ def choose_threads(threads:int|None=None, # --threads, if given
     if load is None: load = others_load()
     return max(1, int(usable_cpus() - load) // max(1, processes)), 'auto'
 
+_APPLIED = {}      # the count `apply_threads` set and where it came from, for the manifest
+
 def apply_threads(cfg:RunConfig) -> int:
     "Set torch's thread count for this run (see `choose_threads`); return it."
     import torch
-    n = choose_threads(cfg.threads, cfg.processes)[0]
+    n, src = choose_threads(cfg.threads, cfg.processes)
     if torch.get_num_threads() != n: torch.set_num_threads(n)
+    _APPLIED.update(threads=n, source=src)
     return n
 
 # %% ../nbs/05d_runconfig.ipynb #b9e68608
@@ -259,5 +262,7 @@ def environment(cfg:RunConfig|None=None) -> dict:
                torch=torch.__version__ if torch else _version('torch'), transformers=_version('transformers'), bitsandbytes=_version('bitsandbytes'),
                accelerate=_version('accelerate'), cuda=torch.version.cuda if torch else None, hardware=dev, platform=platform.platform())
     if cfg: env['threads'], env['threads_from'] = choose_threads(cfg.threads, cfg.processes)
-    if cfg and torch: env['threads'] = torch.get_num_threads()     # what the run set (`apply_threads`), not a second look at the load
+    if cfg and torch:              # what the process runs with: `apply_threads`' choice, or a count set from Python
+        env['threads'] = torch.get_num_threads()
+        env['threads_from'] = _APPLIED['source'] if _APPLIED.get('threads') == env['threads'] else 'torch.set_num_threads'
     return env
