@@ -369,7 +369,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model-args', help='further from_pretrained arguments, key=value,key=value')
     s.add_argument('--device', help='cpu, cuda:0, … (default: cuda:0 when there is a GPU)')
     s.add_argument('--processes', type=int, help='data-parallel processes (default: 1)')
-    s.add_argument('--threads', type=int, help='torch threads per process (default: OMP_NUM_THREADS, else the cores this process may use divided among --processes)')
+    s.add_argument('--threads', type=int, help='torch threads per process (default: OMP_NUM_THREADS, else the cores this process may use that other work leaves free, divided among --processes)')
     s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto': the largest that fits the device's free memory (default: auto on a GPU, 8 on a CPU)")
     s.add_argument('--limit', type=int, help='first N questions of each split (default: all)')
     s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (default: 16)')
