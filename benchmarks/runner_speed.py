@@ -10,10 +10,11 @@ the usual ratio). So the two methods are interleaved: the images are cut into ch
 both methods back to back (which goes first alternates), in wall time and in process CPU time. The ratio is of the
 medians of the per-question times over chunks, so a load change hits both sides of the same chunks alike.
 
-Torch runs one thread by default (`--threads 1`). With a thread team as wide as the machine, another job on one core
-stalls every parallel kernel at its barrier, and the naive loop (many small kernels) stalls far more than the batched
-engine: on the 2-core development machine, the ratio went from 14.28 idle to 68.81 under load with two threads,
-against 12.34 idle and 12.67 with two busy processes beside it with one thread.
+Torch runs the thread count the runner would choose (`choose_threads`: the usable cores less those other work keeps
+busy), both sides alike. With a thread team as wide as the machine, another job on one core stalls every parallel
+kernel at its barrier, and the naive loop (many small kernels) stalls far more than the batched engine: on the 2-core
+development machine, the ratio went from 14.28 idle to 68.81 under load with two threads, against 12.34 idle and 12.67
+with two busy processes beside it with one thread. `benchmarks/thread_speed.py` compares the two thread counts.
 
     python benchmarks/runner_speed.py                  # all 9,000 questions (minutes)
     python benchmarks/runner_speed.py --limit 300      # the first 300 of each split
@@ -37,10 +38,11 @@ p = argparse.ArgumentParser()
 p.add_argument('--limit', type=int, help='first N questions of each split')
 p.add_argument('--batch-size', type=int, default=8)
 p.add_argument('--chunk', type=int, default=10, help='images per interleaved chunk')
-p.add_argument('--threads', type=int, default=1, help='torch threads (default 1; 0: leave as torch chose)')
+p.add_argument('--threads', type=int, help="torch threads (default: the runner's automatic choice; 0: leave as torch chose)")
 p.add_argument('--processes', type=int, default=0, help='also compare 1 process with N processes through `pope-audit run`')
 a = p.parse_args()
-if a.threads: torch.set_num_threads(a.threads)
+from pope_audit.runconfig import choose_threads
+if a.threads != 0: torch.set_num_threads(choose_threads(a.threads, 1)[0])
 
 qs = read_pope_files([shared_dir(required=True)/'data/pope/coco'])
 if a.limit: qs = qs.groupby('split').head(a.limit).reset_index(drop=True)
@@ -50,7 +52,7 @@ family = Llava15(*tiny_llava15())
 engine = Engine(family)
 pl = plan(qs)
 print(f'{len(qs)} questions, {len(pl)} images, {sum(len(t) for _, t, _ in pl)} distinct (image, question) pairs; '
-      f'chunks of {a.chunk} images; threads {torch.get_num_threads()}')
+      f'chunks of {a.chunk} images; threads {torch.get_num_threads()}; load {__import__("os").getloadavg()[0]:.1f}')
 
 
 def ours(chunk):

@@ -172,7 +172,7 @@ def read_config(path:str|None) -> dict:
 # %% ../nbs/90_cli.ipynb #7e12a5c1
 RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
                  template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
-                 batch_size='batch_size', device='device', processes='processes')
+                 batch_size='batch_size', device='device', processes='processes', threads='threads')
 
 def _given_twice(argv) -> str|None:
     "The first run option given more than once on the command line (argparse would keep the last, silently)."
@@ -206,7 +206,9 @@ def LOG_QUIET():
 def cmd_run(a):
     import os
     from pope_audit.inference import run
+    from pope_audit.runconfig import apply_threads
     cfg = run_config(a)
+    apply_threads(cfg)      # --threads, else OMP_NUM_THREADS, else the free usable cores: before torch starts its pool
     from pope_audit.benchmarks import benchmark_inputs
     questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)   # POPE's sources as given; MME's table and images
     if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
@@ -291,13 +293,12 @@ def cmd_ls(a):
     "List what can be chosen: readouts, template presets or model families."
     from pope_audit.readouts import READOUTS
     from pope_audit.tokens import TEMPLATES
-    from pope_audit.models import FAMILIES, load_ports
+    from pope_audit.choices import FAMILY_FACTS    # not the registry: that imports torch
     from pope_audit.benchmarks import BENCHMARKS
-    load_ports()
     rows = {'readouts': [(n, r.description) for n, r in READOUTS.items()],
             'templates': [(n, f'join {t.sep!r:<4} {t.text!r}') for n, t in TEMPLATES.items()],
-            'families': [(n, f"model types {', '.join(c.model_types)}; template {c.default_template}" + (' (experimental)' if c.experimental else ''))
-                         for n, c in FAMILIES.items()],
+            'families': [(n, f"model types {', '.join(c[0])}; template {c[1]}" + (' (experimental)' if c[2] else ''))
+                         for n, c in FAMILY_FACTS.items()],
             'benchmarks': [(n, b.describe()) for n, b in BENCHMARKS.items()]}[a.what]
     if a.json: return [dict(name=n, description=d) for n, d in rows]
     w = max(len(n) for n, _ in rows)
@@ -374,13 +375,8 @@ def _batch(v:str):
 
 def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
-    from pope_audit.metrics import POLICIES
-    from pope_audit.readouts import READOUTS, TIE_RULES
-    from pope_audit.scoring import KINDS, LAYOUTS
-    from pope_audit.tokens import TEMPLATES
-    from pope_audit.models import DTYPES, QUANTIZATIONS
-    from pope_audit.corrections import CORRECTIONS, load_methods
-    load_methods()
+    from pope_audit.choices import (POLICIES, READOUT_NAMES as READOUTS, TIE_RULES, KINDS, LAYOUTS, TEMPLATE_NAMES as TEMPLATES, DTYPES,
+                                    QUANTIZATIONS, CORRECTION_NAMES as CORRECTIONS, BENCHMARK_NAMES)    # names as plain data: --help loads no model stack
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
@@ -426,7 +422,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
     questions(s, required=True)
     s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
-    s.add_argument('--benchmark', choices=['pope', 'mme'], help='the benchmark the questions are (default: detected from the question files)')
+    s.add_argument('--benchmark', choices=list(BENCHMARK_NAMES), help='the benchmark the questions are (default: detected from the question files)')
     s.add_argument('--out', required=True, help='output folder (resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
     s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the family's)")
@@ -437,6 +433,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model-args', help='further from_pretrained arguments, key=value,key=value')
     s.add_argument('--device', help='cpu, cuda:0, … (default: cuda:0 when there is a GPU)')
     s.add_argument('--processes', type=int, help='data-parallel processes (default: 1)')
+    s.add_argument('--threads', type=int, help='torch threads per process (default: OMP_NUM_THREADS, else the cores this process may use that other work leaves free, divided among --processes)')
     s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto': the largest that fits the device's free memory (default: auto on a GPU, 8 on a CPU)")
     s.add_argument('--limit', type=int, help='first N questions of each split (default: all)')
     s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (default: 16)')

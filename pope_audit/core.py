@@ -182,11 +182,14 @@ def set_logging(quiet:bool=False, # only errors and results
                ):
     "How notes and progress are shown (the command line's --quiet, --verbose and --log-file)."
     LOG.update(quiet=quiet, verbose=verbose, file=str(log_file) if log_file else None)
-    try:
-        from transformers.utils import logging as hf
-        if verbose: hf.enable_progress_bar(); hf.set_verbosity_info()
-        else: hf.disable_progress_bar(); hf.set_verbosity_error()
-    except ImportError: pass
+    import sys
+    if 'transformers' not in sys.modules:   # not loaded (the light commands never load it): set what it reads when it loads
+        os.environ['TRANSFORMERS_VERBOSITY'], os.environ['HF_HUB_DISABLE_PROGRESS_BARS'] = ('info', '0') if verbose else ('error', '1')
+        if hub := sys.modules.get('huggingface_hub'): hub.utils.enable_progress_bars() if verbose else hub.utils.disable_progress_bars()
+        return
+    from transformers.utils import logging as hf
+    if verbose: hf.enable_progress_bar(); hf.set_verbosity_info()
+    else: hf.disable_progress_bar(); hf.set_verbosity_error()
 
 def note(msg:str):
     "A message for the user on standard error (unless quiet), copied to the log file with a timestamp."

@@ -14,16 +14,16 @@ from .models import Family, Encoded
 from .engine import Engine, Prefix
 from .tokens import Template
 from .readouts import READOUTS, _max, correction_labels
+from .controls import (matched_offset, auroc, needed_ratio, correction_frame, yes_push, TABLE_COLS, controls,
+                                 offset_curve, plot_controls)   # their own chapter: the report uses them, and loads no torch
 
 # %% auto #0
 __all__ = ['PARTS', 'CORRECTIONS', 'FLOAT32_MAX', 'LOGIT_BOUND', 'DISTURBANCES', 'PUBLISHED_CORRECTIONS', 'METHODS', 'DEFECTS',
-           'TABLE_SPECS', 'TABLE_COLS', 'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities',
-           'ImageWork', 'register_correction', 'check_finite', 'check_apc_beta', 'Correction', 'parse_value',
-           'load_methods', 'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive',
-           'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'image_free', 'VDD',
-           'TapEngine', 'correct_image', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push',
-           'controls', 'offset_curve', 'plot_controls', 'counts_from_printed', 'published_flip_accounting',
-           'run_controls', 'tiny_benchmark_controls']
+           'TABLE_SPECS', 'yes_no_margin', 'apc_keep', 'corrected_logits', 'contrast_quantities', 'ImageWork',
+           'register_correction', 'check_finite', 'check_apc_beta', 'Correction', 'parse_value', 'load_methods',
+           'parse_correction', 'make_corrections', 'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed',
+           'diffusion_noise', 'VCD', 'disturbed', 'ICD', 'image_free', 'VDD', 'TapEngine', 'correct_image',
+           'counts_from_printed', 'published_flip_accounting', 'run_controls', 'tiny_benchmark_controls']
 
 # %% ../nbs/15_corrections.ipynb #430ecbd3
 def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
@@ -410,122 +410,6 @@ def correct_image(engine:TapEngine, # the engine that just answered this image
         for i in range(len(questions)): out[i][c.label] = {k: v[i] for k, v in q.items()}
     return out
 
-# %% ../nbs/15_corrections.ipynb #5a2d91b4
-def matched_offset(delta:np.ndarray, # the baseline's margins
-                   n_yes:int, # how many questions to answer yes
-                  ) -> float:
-    "A constant offset t with exactly `n_yes` margins above it (midway between neighbours)."
-    s = np.sort(np.asarray(delta, dtype=float))[::-1]
-    if n_yes <= 0: return float(s[0])
-    if n_yes >= len(s): return float(s[-1]) - 1.0
-    return float((s[n_yes - 1] + s[n_yes]) / 2)
-
-def auroc(score, labels) -> float:
-    "Area under the ROC curve of `score` for label 'yes' (Mann–Whitney, ties counted half)."
-    from scipy.stats import rankdata
-    s, pos = np.asarray(score, dtype=float), np.asarray(labels, dtype=object) == 'yes'
-    n1, n0 = int(pos.sum()), int((~pos).sum())
-    if not n1 or not n0: return float('nan')
-    return float((rankdata(s)[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-def needed_ratio(f1:float, towards:str='no') -> float:
-    "Right/wrong flip ratio above which one-direction flips raise F1: (2 − F1)/F1 towards no, F1/(2 − F1) towards yes."
-    return (2 - f1) / f1 if towards == 'no' else f1 / (2 - f1)
-
-# %% ../nbs/15_corrections.ipynb #2baf0f64
-def correction_frame(records, labels=None) -> pd.DataFrame:
-    "One row per (record, correction): split, question_id, label, baseline answer, Δ, τ, τ without APC, frozen, answer."
-    labels = correction_labels(records) if labels is None else labels
-    rows = []
-    for r in records:
-        base = READOUTS['derived'](r)
-        for l in labels:
-            c = r.corrections[l]
-            rows.append(dict(split=r.split, question_id=r.question_id, label=r.label, correction=l, base=base, delta=c['delta'],
-                             tau=c['tau'], tau_free=c.get('tau_free', c['tau']), frozen=bool(c.get('frozen', False)), pred=READOUTS[l](r)))
-    return pd.DataFrame(rows)
-
-def yes_push(rec, ids:dict|None=None, mass:float=0.2, gap:float=0.5) -> str:
-    "cd_rethink's yes-push control: yes if the baseline says yes, or p_yes + p_no > `mass` and |p_yes − p_no| < `gap`."
-    ids = ids or rec.derived
-    base = READOUTS['derived'](rec)
-    if base != 'no' or rec.logsumexp is None: return base
-    py, pn = (math.exp(_max(rec.logits, ids[k]) - rec.logsumexp) for k in ('yes', 'no'))
-    return 'yes' if py + pn > mass and abs(py - pn) < gap else 'no'
-
-# %% ../nbs/15_corrections.ipynb #eabaada7
-def _row(name, g, pred, base, score, cost, frozen=float('nan'), noop=''):
-    from pope_audit.metrics import scores, confusion, mcnemar_test
-    from pope_audit.reconstruct import estimate_flips
-    lab = g.label.to_numpy(dtype=object)
-    s, sb = scores(confusion(pred, lab)), scores(confusion(base, lab))
-    fl = estimate_flips(base, pred, lab)['counts']
-    right, wrong = fl['fp_to_tn'] + fl['fn_to_tp'], fl['tp_to_fn'] + fl['tn_to_fp']
-    towards = 'no' if fl['fp_to_tn'] + fl['tp_to_fn'] >= fl['fn_to_tp'] + fl['tn_to_fp'] else 'yes'
-    n_yes = int((np.asarray(pred, dtype=object) == 'yes').sum())
-    t = matched_offset(g.delta, n_yes)
-    matched = scores(confusion(np.where(g.delta.to_numpy() > t, 'yes', 'no'), lab))['f1']
-    return dict(readout=name, split=g.split.iloc[0], n=len(g), f1=s['f1'], precision=s['precision'], recall=s['recall'], yes_rate=s['yes_rate'],
-                right=right, wrong=wrong, towards=towards if right + wrong else '', ratio=right / wrong if wrong else float('inf') if right else float('nan'),
-                needed=needed_ratio(sb['f1'], towards), mcnemar_p=mcnemar_test(base, pred, lab)['pvalue'], f1_matched=matched,
-                auroc=auroc(score, lab), frozen=frozen, noop=noop, cost=cost)
-
-def controls(records, # records of one run (with corrections)
-             timing:dict|None=None, # the manifest's `timing` (seconds: baseline_s, corrections {label: s})
-            ) -> pd.DataFrame:
-    "Per split: the baseline, the yes-push control and every correction, with F1, P, R, yes-rate, flips, McNemar p, F1 at matched yes-rate, AUROC, APC freezes, no-op flag and cost."
-    fr = correction_frame(records)
-    labels = correction_labels(records)
-    base = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], delta=[r.margin for r in records],
-                             base=[READOUTS['derived'](r) for r in records], push=[yes_push(r) for r in records]))
-    b = (timing or {}).get('baseline_s')
-    cost = lambda l: (b + timing['corrections'][l]) / b if b and l in (timing or {}).get('corrections', {}) else float('nan')
-    rows = []
-    for split, g in base.groupby('split', sort=False):
-        rows.append(_row('baseline', g, g.base.to_numpy(dtype=object), g.base.to_numpy(dtype=object), g.delta, 1.0))
-        rows.append(_row('yes_push', g, g.push.to_numpy(dtype=object), g.base.to_numpy(dtype=object), g.delta, 1.0))
-    for l in labels:
-        f = fr[fr.correction == l]
-        tau = f.tau.to_numpy()
-        noop = 'zero' if np.all(tau == 0) else 'constant' if np.ptp(tau) == 0 else ''
-        for split, g in f.groupby('split', sort=False):
-            rows.append(_row(l, g, g.pred.to_numpy(dtype=object), g.base.to_numpy(dtype=object), g.delta - g.tau, cost(l), g.frozen.mean(), noop))
-    order = {s: i for i, s in enumerate(dict.fromkeys(r['split'] for r in rows))}
-    return pd.DataFrame(rows).sort_values('split', key=lambda s: s.map(order), kind='stable').reset_index(drop=True)
-
-# %% ../nbs/15_corrections.ipynb #3c8a454e
-def offset_curve(delta, labels) -> pd.DataFrame:
-    "Yes-rate and F1 of `yes ⇔ Δ > t` for every constant offset t (one row per number of yes answers)."
-    d, pos = np.asarray(delta, dtype=float), np.asarray(labels, dtype=object) == 'yes'
-    o = np.argsort(-d, kind='stable')
-    k = np.arange(len(d) + 1)
-    tp = np.concatenate([[0], np.cumsum(pos[o])])
-    return pd.DataFrame(dict(yes_rate=k / len(d), f1=2 * tp / (k + pos.sum())))
-
-def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
-    "Per split: the constant-offset F1 curve over yes-rate, and the baseline, yes-push and every correction on it."
-    import matplotlib.pyplot as plt
-    table = controls(records) if table is None else table
-    splits = list(dict.fromkeys(table.split))
-    own = axes is None
-    if own: axes = plt.subplots(1, len(splits), figsize=(4.4 * len(splits), 3.8), squeeze=False)[1][0]
-    fr = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], delta=[r.margin for r in records]))
-    for ax, s in zip(axes, splits):
-        g, t = fr[fr.split == s], table[table.split == s]
-        c = offset_curve(g.delta, g.label)
-        lo, hi = max(0, t.yes_rate.min() - 0.12), min(1, t.yes_rate.max() + 0.12)
-        c = c[(c.yes_rate >= lo) & (c.yes_rate <= hi)]
-        ax.plot(c.yes_rate, c.f1, color='0.6', lw=1, label='constant offset on Δ')
-        for i, r in enumerate(t.itertuples()):
-            base = r.readout == 'baseline'
-            ax.scatter(r.yes_rate, r.f1, s=70 if base else 30, marker='*' if base else 'os^Dv<>ph'[i % 9], color='k' if base else plt.get_cmap('tab20')(i % 20),
-                       label=r.readout, zorder=3)
-        ys = [*c.f1, *t.f1]
-        ax.set(title=s, xlabel='yes-rate', ylabel='F1', xlim=(lo, hi), ylim=(min(ys) - 0.01, max(ys) + 0.01))
-    axes[-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
-    if own: axes[0].figure.tight_layout()
-    return axes
-
 # %% ../nbs/15_corrections.ipynb #5da77642
 PUBLISHED_CORRECTIONS = pd.DataFrame([
     dict(method='baseline (eight-token)', beta=None, f1=0.8221, precision=0.8658, recall=0.7827),
@@ -569,7 +453,6 @@ def published_flip_accounting(table:pd.DataFrame=PUBLISHED_CORRECTIONS) -> pd.Da
 METHODS = ('vcd', 'icd', 'vdd', 'vdd:mode=debias', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty')
 DEFECTS = ('ugaa:rows=bos', 'ugaa:window=anchor')        # the paper's own implementation defects, run as it ran them
 TABLE_SPECS = METHODS + DEFECTS + ('vcd:apc_beta=none', 'icd:apc_beta=none', 'vdd:apc_beta=none')
-TABLE_COLS = ['readout', 'split', 'f1', 'precision', 'recall', 'yes_rate', 'right', 'wrong', 'needed', 'mcnemar_p', 'f1_matched', 'auroc', 'frozen', 'noop', 'cost']
 
 def run_controls(run_dir) -> pd.DataFrame:
     "The controls table of a run folder (its records, and its manifest's timing)."

@@ -18,7 +18,7 @@ from .engine import Engine, reference_logits
 from .parallel import world, share, barrier, shard_plan, shard_path, record_files, merge_shards
 from .corrections import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
-                                  image_hashes, images_identity, _now)
+                                  image_hashes, images_identity, _now, apply_threads)
 
 # %% auto #0
 __all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'select_work', 'run']
@@ -124,6 +124,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     corrections = make_corrections(cfg.corrections)
     questions, imgs = select_work(questions, images, cfg, labels)
     w = world()
+    if cfg.threads: apply_threads(cfg)     # given: set before the model loads (the command line also applies the automatic choice)
     family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
         attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
     if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')

@@ -91,6 +91,7 @@ def launch(argv:list[str], # the command line after `pope-audit`
           ) -> int:
     "Run `pope-audit ARGV` in `n` processes under torchrun on this machine; return its exit code."
     import subprocess
+    from pope_audit.runconfig import choose_threads   # torchrun would set one thread per process
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={n}', '-m', 'pope_audit.cli', *argv]
-    env = {**os.environ, 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1'), 'POPE_AUDIT_LAUNCHED': '1'}   # workers leave reporting to the launcher
+    env = {**os.environ, 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', str(choose_threads(None, n)[0])), 'POPE_AUDIT_LAUNCHED': '1'}   # workers leave reporting to the launcher
     return subprocess.run(cmd, env=env).returncode

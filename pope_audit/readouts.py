@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_readouts.ipynb #199452e2
 from __future__ import annotations
-import functools, math, re
+import functools, math, re, sys
 from dataclasses import dataclass, fields
 from typing import Callable
 from .core import InputError, need, is_number
@@ -64,16 +64,21 @@ class Record:
         "A record from its JSON form, checked."
         need(d, ['split', 'question_id', 'image', 'question', 'label'], file, line); need_str(d, ['split'], file, line)
         if d.get('schema', SCHEMA) != SCHEMA: raise InputError(f"unknown record schema {d.get('schema')!r}", file, line, 'schema')
-        known = {f.name for f in fields(cls)}
-        d = {k: v for k, v in d.items() if k in known}
+        d = {k: v for k, v in d.items() if k in _FIELDS}
         d['question_id'], d['label'] = checked_qid(d['question_id'], file, line), norm_label(d['label'], file, line)
         if d.get('logits') is not None: d['logits'] = _logits(d['logits'], file, line)
         if d.get('corrections') is not None: d['corrections'] = _corrections(d['corrections'], file, line)
         return cls(**d)
 
+_FIELDS = frozenset(f.name for f in fields(Record))
+
 def _logits(lg, file=None, line=None) -> dict[int, float]:
     "Logits checked: a JSON object from integer token ids to finite numbers."
     if not isinstance(lg, dict): raise InputError(f'logits must map token ids to numbers, got a {type(lg).__name__}', file, line, 'logits')
+    vals = list(lg.values())       # the usual case at once: every value a float, their sum finite (so each is), every key an integer
+    if set(map(type, vals)) <= {float} and math.isfinite(sum(vals)):
+        try: return dict(zip(map(int, lg), vals))
+        except (ValueError, TypeError): pass                 # named below
     out = {}
     for k, v in lg.items():
         try: i = int(k)
@@ -119,9 +124,10 @@ class _Registry(dict):
     @staticmethod
     def _correction(name) -> bool:
         if not isinstance(name, str): return False
-        from pope_audit.corrections import CORRECTIONS, load_methods      # imported here: the corrections module imports this one
-        if name.partition(':')[0] not in CORRECTIONS: load_methods()
-        return name.partition(':')[0] in CORRECTIONS
+        from pope_audit.choices import CORRECTION_NAMES   # the shipped ones, known without the corrections module (it imports torch)
+        base = name.partition(':')[0]
+        mod = sys.modules.get('pope_audit.corrections')  # one registered since, in this process
+        return base in CORRECTION_NAMES or (mod is not None and base in mod.CORRECTIONS)
     def __missing__(self, name):
         if self._correction(name): return correction_readout(name)
         raise KeyError(name)

@@ -272,7 +272,7 @@ def section_attention(c:Context, figs:Path) -> list:
 # %% ../nbs/13_report.ipynb #cf5463e5
 def section_corrections(c:Context, figs:Path) -> list:
     "The corrections run beside the baseline, with their controls (nothing for a run without corrections)."
-    from pope_audit.corrections import controls, plot_controls, TABLE_COLS
+    from pope_audit.controls import controls, plot_controls, TABLE_COLS
     if not correction_labels(c.recs): return []
     tab = controls(c.recs, c.man.get('timing'))
     _save(plot_controls(c.recs, tab)[0].figure, figs/'corrections.png')

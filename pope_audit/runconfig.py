@@ -4,22 +4,22 @@
 
 # %% ../nbs/05d_runconfig.ipynb #2cd783aa
 from __future__ import annotations
-import dataclasses, datetime, fcntl, hashlib, json, math, os, platform, socket
+import dataclasses, datetime, fcntl, hashlib, json, math, os, platform, socket, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from .core import InputError, atomic_write
-from .models import DTYPES, QUANTIZATIONS
+from .choices import DTYPES, QUANTIZATIONS      # not from models: that imports torch, and `score --out` writes an environment
 
 # %% auto #0
 __all__ = ['IDENTITY', 'ENVIRONMENT', 'DTYPE_NAMES', 'MAPPING_ARGS', 'DEVICE_MAP_PLANS', 'ATTN_PACKAGES', 'RUN_FILES',
            'RunConfig', 'from_settings', 'usable_cores', 'check_device', 'max_processes', 'check_model_folder',
            'check_machine', 'diff', 'describe_diff', 'safe_image_name', 'image_hashes', 'images_identity', 'RunFolder',
-           'environment']
+           'usable_cpus', 'others_load', 'choose_threads', 'apply_threads', 'environment']
 
 # %% ../nbs/05d_runconfig.ipynb #c08cde80
 IDENTITY = ('model', 'revision', 'dtype', 'quantization', 'attn_implementation', 'template', 'family_options', 'model_args',
             'max_new_tokens', 'topk', 'attention', 'splits', 'limit', 'batch_size', 'corrections')
-ENVIRONMENT = ('device', 'processes', 'progress')
+ENVIRONMENT = ('device', 'processes', 'threads', 'progress')
 
 @dataclass
 class RunConfig:
@@ -41,6 +41,7 @@ class RunConfig:
     corrections: list = field(default_factory=list)     # corrections and their parameters
     device: str|None = None          # e.g. cpu, cuda:0 (default: cuda:0 when there is a GPU)
     processes: int = 1               # data-parallel processes
+    threads: int|None = None         # torch threads per process (default: OMP_NUM_THREADS, else the usable cores divided among processes)
     progress: bool = True            # show a progress bar
 
     def __post_init__(self): self.validate()
@@ -55,6 +56,7 @@ def _validate(self:RunConfig):
     _check(isinstance(self.model, str) and self.model, 'a model (hub id or folder) is required', 'model')
     for n in ('max_new_tokens', 'topk', 'processes'): _check(pos_int(getattr(self, n)), f'must be a whole number of at least 1, got {getattr(self, n)!r}', n)
     _check(self.batch_size in (None, 'auto') or pos_int(self.batch_size), f"must be a whole number of at least 1 or 'auto', got {self.batch_size!r}", 'batch_size')
+    _check(self.threads is None or pos_int(self.threads), f'must be a whole number of at least 1 (leave it out to choose from the cores), got {self.threads!r}', 'threads')
     _check(self.limit is None or pos_int(self.limit), f'must be a whole number of at least 1 (leave it out for every question), got {self.limit!r}', 'limit')
     _check(self.dtype is None or self.dtype in DTYPES, f'unknown dtype {self.dtype!r} (one of {", ".join(DTYPES)})', 'dtype')
     _check(self.quantization is None or self.quantization in QUANTIZATIONS, f'unknown quantization {self.quantization!r} (one of {", ".join(QUANTIZATIONS)})', 'quantization')
@@ -310,6 +312,55 @@ def _write_manifest(self:RunFolder, manifest:dict):
     atomic_write(self.manifest_path, json.dumps(manifest, indent=1, default=str))
 RunFolder.write_manifest = _write_manifest
 
+# %% ../nbs/05d_runconfig.ipynb #591d5f63
+def _cgroup_cpus(root:str|os.PathLike='/sys/fs/cgroup') -> float|None:
+    "The cgroup's CPU quota in cores (v2 `cpu.max`, else v1 `cpu.cfs_quota_us`), `None` where there is none."
+    root = Path(root)
+    try:
+        quota, period = (root/'cpu.max').read_text().split()[:2]
+        return None if quota == 'max' else int(quota) / int(period)
+    except (OSError, ValueError): pass
+    try:
+        quota, period = int((root/'cpu/cpu.cfs_quota_us').read_text()), int((root/'cpu/cpu.cfs_period_us').read_text())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError): return None
+
+def usable_cpus(root:str|os.PathLike='/sys/fs/cgroup') -> int:
+    "Cores this process may use: its affinity, capped by the cgroup's quota (at least 1)."
+    n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    q = _cgroup_cpus(root)
+    return max(1, min(n, int(q)) if q else n)
+
+_STARTED = time.time()
+
+def others_load() -> float:
+    "Cores other work keeps busy: the 1-minute load average less this process's own average use since it started (a notebook's earlier runs)."
+    if not hasattr(os, 'getloadavg'): return 0.0
+    import resource
+    own = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ('ru_utime', 'ru_stime'))
+    return max(0.0, os.getloadavg()[0] - own / max(60.0, time.time() - _STARTED))
+
+def choose_threads(threads:int|None=None, # --threads, if given
+                   processes:int=1, # processes sharing the cores
+                   load:float|None=None, # cores other work keeps busy (default: the 1-minute load average)
+                  ) -> tuple[int, str]:
+    "Threads per process and where the number came from: `--threads`, else `OMP_NUM_THREADS`, else the usable cores other work leaves free, divided among processes."
+    if threads: return int(threads), 'threads'
+    omp = os.environ.get('OMP_NUM_THREADS', '').strip()
+    if omp.isdigit() and int(omp) > 0: return int(omp), 'OMP_NUM_THREADS'
+    if load is None: load = others_load()
+    return max(1, int(usable_cpus() - load) // max(1, processes)), 'auto'
+
+_APPLIED = {}      # the count `apply_threads` set and where it came from, for the manifest
+
+def apply_threads(cfg:RunConfig) -> int:
+    "Set torch's thread count for this run (see `choose_threads`); return it."
+    import torch
+    n, src = choose_threads(cfg.threads, cfg.processes)
+    if torch.get_num_threads() != n: torch.set_num_threads(n)
+    _APPLIED.update(threads=n, source=src)
+    return n
+
 # %% ../nbs/05d_runconfig.ipynb #b9e68608
 def _version(dist):
     from importlib.metadata import version, PackageNotFoundError
@@ -317,9 +368,16 @@ def _version(dist):
     except PackageNotFoundError: return None
 
 def environment(cfg:RunConfig|None=None) -> dict:
-    "Versions and device of this process, with the configuration's environment settings."
-    import torch, pope_audit
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f'cpu ({platform.processor() or platform.machine()})'
-    return dict(**(cfg.environment() if cfg else {}), pope_audit=pope_audit.__version__, python=platform.python_version(), torch=torch.__version__,
-                transformers=_version('transformers'), bitsandbytes=_version('bitsandbytes'), accelerate=_version('accelerate'),
-                cuda=torch.version.cuda, hardware=dev, platform=platform.platform())
+    "Versions and device of this process, with the configuration's environment settings (and the thread count it runs with)."
+    import pope_audit
+    torch = sys.modules.get('torch')     # scoring never loads torch, and does not load it here: the version then comes from the package
+    cpu = f'cpu ({platform.processor() or platform.machine()})'
+    dev = (torch.cuda.get_device_name(0) if torch.cuda.is_available() else cpu) if torch else cpu
+    env = dict(**(cfg.environment() if cfg else {}), pope_audit=pope_audit.__version__, python=platform.python_version(),
+               torch=torch.__version__ if torch else _version('torch'), transformers=_version('transformers'), bitsandbytes=_version('bitsandbytes'),
+               accelerate=_version('accelerate'), cuda=torch.version.cuda if torch else None, hardware=dev, platform=platform.platform())
+    if cfg: env['threads'], env['threads_from'] = choose_threads(cfg.threads, cfg.processes)
+    if cfg and torch:              # what the process runs with: `apply_threads`' choice, or a count set from Python
+        env['threads'] = torch.get_num_threads()
+        env['threads_from'] = _APPLIED['source'] if _APPLIED.get('threads') == env['threads'] else 'torch.set_num_threads'
+    return env

@@ -17,7 +17,7 @@ from .readouts import Record, READOUTS, applicable, SCHEMA
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
 
 # %% auto #0
-__all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'read_table',
+__all__ = ['KINDS', 'TABLE_SUFFIXES', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'read_table',
            'detect_kind', 'JoinCheck', 'answer_text', 'read_llava_answers', 'lmms_task_split', 'lmms_objects',
            'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records', 'read_predictions',
            'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'check_readouts', 'predictions',
@@ -28,15 +28,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'REA
 # %% ../nbs/04a_scoring.ipynb #ec36648f
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
-LAYOUTS = ["LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
-           "lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)",
-           "lmms-eval sample log, 0.2.x-0.3 layout (.jsonl, each line with doc)",
-           "lmms-eval sample log, 0.4 and later (…_samples_{task}.jsonl, no doc: doc_id is a position in the split's questions; needs --questions)",
-           "lmms-eval output folder (one file per task: pope_adv, pope_pop, pope_random)",
-           "VLMEvalKit POPE result table (.xlsx/.tsv/.csv: index a row number, category comma-joined splits, image_path, question, answer, prediction)",
-           "the paper's package's predictions (pope-audit 0.1.1 on PyPI: .txt, one answer per line, aligned to the one POPE file given with --questions)",
-           "a predictions table (question_id, label, split, yes/no columns)",
-           "a pope-audit run folder or records.jsonl"]
+from .choices import LAYOUTS     # every layout `load_answers` reads, as plain data for the command line's help
 
 def _read_delimited(path, sep) -> tuple[pd.DataFrame, list[int]]:
     raw = path.read_bytes()

@@ -85,9 +85,20 @@ def find_chat_template(src:str|os.PathLike, gguf_file:str|None=None) -> tuple[di
     return {}, None
 
 # %% ../nbs/02_tokens.ipynb #67a007aa
+def _auto_tokenizer():
+    from transformers import AutoTokenizer     # its config code imports torch
+    return AutoTokenizer
+
+def _saved_tokenizer(folder):
+    "A saved tokenizer, by the class its `tokenizer_config.json` names: the class alone loads no torch, where `AutoTokenizer` does."
+    import json, transformers
+    try: name = json.loads((Path(folder)/'tokenizer_config.json').read_text(encoding='utf-8')).get('tokenizer_class')
+    except (OSError, ValueError): name = None
+    cls = next((c for n in ([f'{name}Fast', name] if isinstance(name, str) and name else []) if (c := getattr(transformers, n, None)) is not None), None)
+    return (cls or _auto_tokenizer()).from_pretrained(str(folder))
+
 def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
     "A Hugging Face tokenizer from a hub id, a folder, or a GGUF file (GGUF conversions are cached), with the chat template stored beside it."
-    from transformers import AutoTokenizer
     src = str(src)
     if gguf_file is None and src.endswith('.gguf'): src, gguf_file = str(Path(src).parent), Path(src).name
     if gguf_file is None and Path(src).is_dir() and not any((Path(src)/n).exists() for n in ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')):
@@ -95,14 +106,14 @@ def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
         if len(ggufs) == 1: gguf_file = ggufs[0]
         elif ggufs: raise InputError(f'this folder holds {len(ggufs)} GGUF files ({", ".join(ggufs)}): name one with --gguf-file', src, field='tokenizer')
     try:
-        if gguf_file is None: tok = AutoTokenizer.from_pretrained(src)
+        if gguf_file is None: tok = _saved_tokenizer(src) if Path(src).is_dir() else _auto_tokenizer().from_pretrained(src)
         else:
             path = Path(src)/gguf_file
             if not path.is_file(): raise FileNotFoundError(f'no such GGUF file: {path}')
             cached = cache_dir()/'tokenizers'/sha256_file(path)[:16]
-            if cached.is_dir(): tok = AutoTokenizer.from_pretrained(str(cached))
+            if cached.is_dir(): tok = _saved_tokenizer(cached)
             else:
-                tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
+                tok = _auto_tokenizer().from_pretrained(src, gguf_file=gguf_file)   # transformers' GGUF reader imports torch: once per file, then cached
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 tmp = Path(tempfile.mkdtemp(dir=cached.parent))
                 tok.save_pretrained(str(tmp))

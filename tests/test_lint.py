@@ -178,8 +178,6 @@ def test_static_reading_is_light():
     assert int(out[0]) > 10 and out[1].strip() == '[]'
 
 
-@pytest.mark.xfail(strict=True, reason="issue 30: the CLI's parser() and AutoTokenizer.from_pretrained still import torch; "
-                                       "remove this mark when that lands")
 def test_lint_command_is_light(shared):
     "`pope-audit lint` in a fresh process imports no torch."
     gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'

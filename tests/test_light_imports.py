@@ -1,0 +1,96 @@
+"The light commands in a fresh process each: which modules they import (no torch; no transformers but for probe and lint's tokenizers)."
+import json, random, subprocess, sys
+import pytest
+from pope_audit.cli import parser
+from pope_audit.tokens import LLAVA_EIGHT
+
+HARNESS = """
+import json, sys
+from pope_audit.cli import main
+try: main(sys.argv[2:])
+except SystemExit as e: code = e.code
+else: code = 0
+json.dump(dict(modules=sorted(sys.modules), code=code), open(sys.argv[1], 'w'))
+"""
+
+
+def imported(tmp_path, *argv) -> set[str]:
+    "The modules `pope-audit ARGV` imported in a fresh interpreter (the command must succeed)."
+    out = tmp_path/'modules.json'
+    r = subprocess.run([sys.executable, '-c', HARNESS, str(out), *map(str, argv)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and out.exists(), r.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d['code'] in (0, None), (argv, d['code'], r.stderr[-2000:])
+    return set(d['modules'])
+
+
+@pytest.fixture(scope='module')
+def records(tmp_path_factory):
+    "Sixty records that every readout applies to, with a correction's quantities (as a run with --correction writes them)."
+    rng, path = random.Random(7), tmp_path_factory.mktemp('light')/'records.jsonl'
+    ids = LLAVA_EIGHT['yes'] + LLAVA_EIGHT['no']
+    with open(path, 'w') as f:
+        for i in range(60):
+            lg = {str(t): round(rng.uniform(-5, 5), 3) for t in ids}
+            y, n = max(lg[str(t)] for t in (3869, 4874)), max(lg[str(t)] for t in (694, 1939))
+            f.write(json.dumps(dict(split=('random', 'popular', 'adversarial')[i % 3], question_id=i, image=f'{i // 6}.png', question=f'Is there a thing {i}?',
+                                    label='yes' if i % 2 else 'no', greedy_id=3869 if y >= n else 1939, logits=lg, logsumexp=8.0,
+                                    derived={'yes': [3869, 4874], 'no': [694, 1939]}, surface=LLAVA_EIGHT, text='Yes' if y >= n else 'No',
+                                    corrections={'vdd': dict(delta=y - n, tau=0.25, frozen=False)})) + '\n')
+    return path
+
+
+def no_stack(mods):
+    "Neither torch nor transformers was imported."
+    assert 'torch' not in mods and 'transformers' not in mods, sorted(m for m in mods if m.split('.')[0] in ('torch', 'transformers'))[:5]
+
+
+def test_help_loads_nothing_heavy(tmp_path):
+    mods = imported(tmp_path, '--help')
+    no_stack(mods)
+    assert not {'pandas', 'numpy'} & mods                     # the parser's choices are plain data
+
+
+@pytest.mark.parametrize('what', ['readouts', 'templates', 'families'])
+def test_ls(tmp_path, what): no_stack(imported(tmp_path, 'ls', what))
+
+
+def test_score_report_reconstruct(tmp_path, records):
+    no_stack(imported(tmp_path, 'score', records, '--boot', 20, '--out', tmp_path/'scored'))
+    assert (tmp_path/'scored'/'scores.csv').exists()
+    no_stack(imported(tmp_path, 'report', records, '--out', tmp_path/'report'))     # with a corrections section
+    assert 'vdd' in (tmp_path/'report'/'report.md').read_text()
+    no_stack(imported(tmp_path, 'reconstruct', records))
+    no_stack(imported(tmp_path, 'reconstruct'))
+
+
+def test_score_llava_answers(tmp_path, shared):
+    l = shared/'data/pope/llava'
+    no_stack(imported(tmp_path, 'score', l/'answers/llava-v1.5-13b.jsonl', '--questions', l/'llava_pope_test.jsonl', '--labels', l/'coco', '--boot', 0))
+
+
+def test_probe_tokenizer_code_only(tmp_path, shared):
+    from pope_audit.tokens import shared_tokenizer
+    shared_tokenizer('llama-spm')        # the GGUF conversion (transformers' GGUF reader imports torch) is cached once, here
+    mods = imported(tmp_path, 'probe', '--tokenizer', shared/'tokenizers/llama-spm', '--ids', 'llava-two')
+    assert 'torch' not in mods
+    assert 'tokenizers' in mods and 'transformers' in mods
+    model_code = sorted(m for m in mods if m.startswith('transformers.') and ('modeling' in m or m.endswith('configuration_utils')))
+    assert not model_code, model_code[:5]
+
+
+def test_choices_match_registries():
+    "The plain-data names the parser offers are the registries' names (they cannot drift apart unnoticed)."
+    from pope_audit import choices
+    from pope_audit.readouts import READOUTS, TIE_RULES
+    from pope_audit.scoring import KINDS
+    from pope_audit.metrics import POLICIES
+    from pope_audit.tokens import TEMPLATES
+    from pope_audit.models import FAMILIES, DTYPES, QUANTIZATIONS, load_ports
+    from pope_audit.corrections import CORRECTIONS, load_methods
+    load_ports(); load_methods()
+    assert choices.READOUT_NAMES == tuple(READOUTS) and choices.TIE_RULES == TIE_RULES and choices.KINDS == KINDS and choices.POLICIES == POLICIES
+    assert choices.TEMPLATE_NAMES == tuple(TEMPLATES) and (choices.DTYPES, choices.QUANTIZATIONS) == (DTYPES, QUANTIZATIONS)
+    from pope_audit.benchmarks import BENCHMARKS
+    assert choices.CORRECTION_NAMES == tuple(CORRECTIONS) and choices.BENCHMARK_NAMES == tuple(BENCHMARKS)
+    assert choices.FAMILY_FACTS == {n: (c.model_types, c.default_template, c.experimental) for n, c in FAMILIES.items()}
