@@ -245,6 +245,7 @@ def cmd_export(a):
     out = out_path(a.out or src.with_suffix('.parquet'), folder=False, reads=[src, *_named_files(a, outputs=False)])
     if out.is_file() and open(out, 'rb').read(4) != b'PAR1':
         raise InputError('the output file exists and is not a Parquet file: refusing to replace it (remove it, or choose another name)', out, field='out')
+    out.parent.mkdir(parents=True, exist_ok=True)
     path = export_parquet(a.run, out)
     if a.json: return dict(parquet=str(path))
     print(f'records: {path}')
@@ -470,7 +471,7 @@ def _named_files(a, outputs:bool=True) -> list[Path]:
     from pope_audit.runstatus import run_files
     keys = ['answers', 'run', 'runs', 'questions', 'labels', 'config'] + (['out'] if outputs else [])
     paths = [Path(str(v).split('=', 1)[-1] if k == 'runs' else v) for k in keys for v in (lambda x: x if isinstance(x, list) else [x] if x else [])(getattr(a, k, None))]
-    return [f for p in paths for f in ([p, *run_files(p)] if p.is_dir() or (outputs and p == Path(getattr(a, 'out', '') or '.')) else [p])]
+    return [f for p in paths for f in ([p, *run_files(p, reports=outputs)] if p.is_dir() or (outputs and p == Path(getattr(a, 'out', '') or '.')) else [p])]
 
 def _log_file(path:str, reads=()) -> Path:
     "The --log-file, checked before any work (`out_path`, never one of `reads`): notes append to it, so its folder is made and it is opened once here."

@@ -177,7 +177,7 @@ def output_path(path:str|os.PathLike, # what a command is about to write
         _refuse(what, f'has a name too long for its file system ({len(os.fsencode(long[0]))} bytes; at most {name_max})', p, field)
     if len(os.fsencode(os.path.abspath(p))) >= path_max: _refuse(what, f'has a path too long for its file system (at most {path_max} bytes)', p, field)
     for r in reads:
-        if same_file(p, r): _refuse(what, f'is the same file as an input ({r}): refusing to overwrite it', p, field)
+        if same_file(p, r): _refuse(what, f'is the same file as {r}, which this command reads or writes: refusing to overwrite it', p, field)
     if p.is_symlink() and not folder: _refuse(what, 'is a symbolic link: refusing to write through a symbolic link', p, field)
     if p.exists() and not (p.is_dir() if folder else p.is_file()):
         _refuse(what, 'is a folder' if p.is_dir() else ('is a file' if p.is_file() else 'is a FIFO, socket or device, not a file'), p, field)

@@ -37,7 +37,9 @@ def read_manifest(path:str|os.PathLike) -> dict:
     p = Path(path)
     if p.is_symlink(): raise InputError('manifest.json is a symbolic link: a run folder holds its own manifest', p, field='manifest')
     if not p.is_file(): raise InputError('manifest.json is not a regular file', p, field='manifest')
-    try: m = json.loads(p.read_bytes().decode('utf-8'))
+    data = p.read_bytes()
+    if not data.strip(): raise InputError('manifest.json is empty', p, field='manifest')
+    try: m = json.loads(data.decode('utf-8'))
     except (UnicodeDecodeError, json.JSONDecodeError) as e: raise InputError(f'manifest is not valid JSON ({e})', p, field='manifest') from None
     if not isinstance(m, dict) or not isinstance(m.get('identity'), dict):
         raise InputError('manifest is not a run manifest (a JSON object with an identity)', p, field='identity')
@@ -77,8 +79,17 @@ def run_status(path:str|os.PathLike, # a run folder, its records.jsonl, or any a
     status = man.get('status')
     complete = not shards and not lacking and status in ('complete', None)
     unmarked = sum(r is None for _, r in ids)
-    return dict(complete=complete, status=status, questions=expected, records=len(keys), lacking=lacking, shards=[s.name for s in shards],
-                run_id=rid, identity='checked' if not unmarked else 'not recorded' if unmarked == len(ids) else f'{unmarked} records without it')
+    return dict(complete=complete, in_progress=not complete and _locked(folder/'.lock'), status=status, questions=expected, records=len(keys),
+                lacking=lacking, shards=[s.name for s in shards], run_id=rid, without_run_id=unmarked)
+
+def _locked(p:Path) -> bool:
+    "Whether a live `run` holds the folder's lock (`RunFolder.lock`): the run is still being written."
+    import fcntl
+    try: fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError: return False
+    try: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB); return False
+    except OSError: return True
+    finally: os.close(fd)
 
 def status_text(st:dict|None) -> str:
     "What `score` and `report` say of a run: nothing when it is complete and its records carry its identity."
@@ -88,7 +99,9 @@ def status_text(st:dict|None) -> str:
         n = f"{st['records']} of {st['questions']} questions answered, {st['lacking']} lacking" if st['questions'] is not None else f"{st['records']} records"
         why = [f"manifest status {st['status']!r}"] if st['status'] != 'complete' else []
         if st['shards']: why.append(f"shards not merged ({', '.join(st['shards'])})")
-        out.append(f"incomplete run: {n}" + (f" ({'; '.join(why)})" if why else '') + '; resume it by repeating its pope-audit run command')
-    if st['identity'] != 'checked':
-        out.append(f"note: records without a run identity ({st['identity']}; written by an older pope-audit): not checked against manifest.json")
+        out.append(f"incomplete run: {n}" + (f" ({'; '.join(why)})" if why else '') +
+                   ('; it is still being written' if st['in_progress'] else '; resume it by repeating its pope-audit run command'))
+    if k := st['without_run_id']:
+        out.append(f"note: {'these records carry' if k == st['records'] else f'{k} records carry'} no run identity (written by an older "
+                   "pope-audit): not checked against manifest.json")
     return '\n'.join(out)
