@@ -500,7 +500,7 @@ def main(argv=None):
         sys.exit(2)
     except OSError as e:          # a disk that fills or a file system that turns read-only mid-write: one line; atomic writes leave nothing half-written
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG): raise
-        print(f'pope-audit {a.cmd}: error: {e.filename or "output"}: cannot write ({e.strerror})', file=sys.stderr)
+        print(f'pope-audit {a.cmd}: error: {e.filename + ": " if e.filename else ""}cannot write an output ({e.strerror})', file=sys.stderr)
         sys.exit(2)
     if a.json and res is not None: print(dumps_strict(res, indent=1))
 
