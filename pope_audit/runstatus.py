@@ -68,8 +68,8 @@ def run_status(path:str|os.PathLike, # a run folder, its records.jsonl, or any a
     if folder is None or not (folder/'manifest.json').exists() and not (folder/'manifest.json').is_symlink(): return None
     man, rec = read_manifest(folder/'manifest.json'), folder/'records.jsonl'
     if rec.is_symlink(): raise InputError(f'records.jsonl is a symbolic link (to {os.readlink(rec)}): a run folder holds its own records', rec, field='records')
-    if not rec.is_file(): raise InputError('records.jsonl is missing or not a regular file', rec, field='records')
-    keys, ids = _scan(rec)
+    if rec.exists() and not rec.is_file(): raise InputError('records.jsonl is not a regular file', rec, field='records')
+    keys, ids = _scan(rec) if rec.exists() else (set(), [])      # none yet: a run killed (or still) loading
     rid, shards = identity_hash(man['identity']), sorted(folder.glob('records.rank*.jsonl'))
     if wrong := next(((i, r) for i, r in ids if r is not None and r != rid), None):
         raise InputError(f'record written by another run (run_id {wrong[1]}) than the one manifest.json describes (run_id {rid}): '
