@@ -16,7 +16,7 @@ from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
 from .engine import Engine, reference_logits
 from .parallel import world, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault
-from .runstatus import identity_hash, check_run_outputs
+from .runstatus import identity_hash, check_run_outputs, run_status
 from .corrections import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
                                   image_hashes, images_identity, _now)
@@ -178,6 +178,7 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
                 more = f' (images that differ: {", ".join(changed[:5])}{" …" if len(changed) > 5 else ""})' if changed else ''
                 raise InputError(f'this folder holds a different run; use a new output folder. Differences: {describe_diff(diffs)}{more}',
                                  folder.manifest_path, field='identity')
+            run_status(folder.path)          # records another run appended under this manifest are refused, naming the line
             if env := diff(old.get('environment', {}), manifest['environment']):
                 note(f'note: resuming in another environment: {describe_diff(env)}')
             manifest['started'], manifest['resumed'] = old.get('started'), [*old.get('resumed', []), _now()]
