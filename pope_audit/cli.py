@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_cli.ipynb #bbaafaa2
 from __future__ import annotations
-import argparse, dataclasses, datetime, errno, json, sys
+import argparse, dataclasses, datetime, errno, json, os, sys
 from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
 
@@ -471,7 +471,7 @@ def _named_files(a, outputs:bool=True) -> list[Path]:
     from pope_audit.runstatus import run_files
     keys = ['answers', 'run', 'runs', 'questions', 'labels', 'config'] + (['out'] if outputs else [])
     paths = [Path(str(v).split('=', 1)[-1] if k == 'runs' else v) for k in keys for v in (lambda x: x if isinstance(x, list) else [x] if x else [])(getattr(a, k, None))]
-    return [f for p in paths for f in ([p, *run_files(p, reports=outputs)] if p.is_dir() or (outputs and p == Path(getattr(a, 'out', '') or '.')) else [p])]
+    return [f for p in paths for f in ([p, *run_files(p, reports=outputs)] if os.path.isdir(p) or (outputs and p == Path(getattr(a, 'out', '') or '.')) else [p])]
 
 def _log_file(path:str, reads=()) -> Path:
     "The --log-file, checked before any work (`out_path`, never one of `reads`): notes append to it, so its folder is made and it is opened once here."
