@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_cli.ipynb #bbaafaa2
 from __future__ import annotations
-import argparse, dataclasses, datetime, json, sys
+import argparse, dataclasses, datetime, errno, json, os, sys
 from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
 
@@ -78,12 +78,16 @@ def _answers(a, path, names=None):
 
 def cmd_score(a):
     from pope_audit.scoring import score_summary, summary_text, summary_json
+    from pope_audit.runstatus import run_status, status_text
+    sts = [run_status(p) for p in a.answers]      # each run folder: refused if unsound, else complete or how many questions it lacks
+    if a.out: out_path(Path(a.out)/'scores.csv', folder=False, reads=_named_files(a, outputs=False))
     names = _names(a.readouts)
     ans = _answers(a, a.answers[0] if len(a.answers) == 1 else a.answers, names)
     sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties)
     from pope_audit.benchmarks import benchmark_scores
     bdoc, btext = benchmark_scores(ans, names, a.ties)          # the benchmark's own scores (MME's), and its name
-    doc = {**whole_counts(summary_json(sm)), **bdoc}
+    doc = {**whole_counts(summary_json(sm)), **bdoc, 'run': sts[0] if len(sts) == 1 else sts}
+    for text in filter(None, map(status_text, sts)): (note if a.json else print)(text)
     if a.out: note(f'results: {write_results(doc, sm["scores"], a, a.out)}')
     if a.json: return doc
     print(summary_text(sm, title=f'{" ".join(a.answers)} ({ans.kind})'))
@@ -259,6 +263,8 @@ def cmd_reconstruct(a):
 
 def cmd_report(a):
     from pope_audit.report import write_report
+    from pope_audit.runstatus import run_status, status_text
+    st = run_status(a.run)                        # a run folder: refused if unsound, else complete or how many questions it lacks
     if Path(a.run).is_dir() and (Path(a.run)/'records.jsonl').exists():
         given = [f for f, v in (('--kind', a.kind), ('--split', a.split), ('--questions', a.questions), ('--labels', a.labels),
                                 ('--splits', a.splits)) if v]
@@ -271,7 +277,8 @@ def cmd_report(a):
         ans = _answers(a, a.run)
         if ans.records is None: raise InputError('a predictions table holds decisions only: score it with pope-audit score', a.run)
         page = write_report(a.run, a.out, records=ans.records, questions_label=None)
-    if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')))
+    if text := status_text(st): (note if a.json else print)(text)
+    if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')), run=st)
     print(f'report: {page}')
 
 def cmd_demo(a):
@@ -285,7 +292,12 @@ def cmd_demo(a):
 def cmd_export(a):
     "Export a run's records as Parquet."
     from pope_audit.stream import export_parquet
-    path = export_parquet(a.run, a.out)
+    src = Path(a.run)/'records.jsonl' if Path(a.run).is_dir() else Path(a.run)
+    out = out_path(a.out or src.with_suffix('.parquet'), folder=False, reads=[src, *_named_files(a, outputs=False)])
+    if out.is_file() and open(out, 'rb').read(4) != b'PAR1':
+        raise InputError('the output file exists and is not a Parquet file: refusing to replace it (remove it, or choose another name)', out, field='out')
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = export_parquet(a.run, out)
     if a.json: return dict(parquet=str(path))
     print(f'records: {path}')
 
@@ -381,7 +393,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
     p.add_argument('--verbose', action='store_true', help="also the libraries' own progress bars and warnings")
-    p.add_argument('--log-file', help='copy every note and progress line, timestamped, to this file')
+    p.add_argument('--log-file', help='append every note and progress line, timestamped, to this file (missing folders are made; '
+                   "- or /dev/stdout: standard output; never a file the command reads or writes, a FIFO, a device or a symlink)")
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     def add(name, fn, help):
         s = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
@@ -416,14 +429,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
     s.add_argument('--pairs', help="readout pairs for McNemar's test, A:B,C:D (default: every pair)")
     s.add_argument('--boot', type=int, default=2000, help='bootstrap resamples for the F1 intervals (0: none)')
-    s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder')
+    s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder (made if missing; a scores.csv there is replaced)')
 
     s = add('run', cmd_run, 'run a VLM on POPE and write per-question records')
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
     questions(s, required=True)
     s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
     s.add_argument('--benchmark', choices=list(BENCHMARK_NAMES), help='the benchmark the questions are (default: detected from the question files)')
-    s.add_argument('--out', required=True, help='output folder (resumed if it holds the same run)')
+    s.add_argument('--out', required=True, help='output folder (made if missing; resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
     s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the family's)")
     s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype (default: float16 on a GPU or quantised, else float32)')
@@ -453,7 +466,7 @@ def parser() -> argparse.ArgumentParser:
     s = add('report', cmd_report, 'write a Markdown + HTML report with figures for a run folder or any answer file score reads')
     s.add_argument('run', help='a run folder, or an answer file (then --out is required)')
     answers(s)
-    s.add_argument('--out', help='output folder (default: the run folder)')
+    s.add_argument('--out', help='output folder (made if missing; its report.md, report.html and scores.csv are replaced; default: the run folder)')
 
     s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, tiny trained VLM, every readout, a report')
     s.add_argument('--out', default='pope-demo', help='output folder')
@@ -464,7 +477,8 @@ def parser() -> argparse.ArgumentParser:
     s = add('export', cmd_export, "export a run's records as Parquet (pandas, datasets and DuckDB read it)")
     s.add_argument('run', help='a run folder or records.jsonl')
     s.add_argument('--parquet', action='store_true', help='Parquet (the one format there is; the flag keeps the command explicit)')
-    s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records)')
+    s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records; missing folders are made; an older Parquet file '
+                   'there is replaced, any other existing file, and the run\'s own files, are refused)')
 
     s = add('ls', cmd_ls, 'list readouts, template presets, model families or benchmarks')
     s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks'], help='what to list')
@@ -512,19 +526,28 @@ def parser() -> argparse.ArgumentParser:
 def out_path(path:str, # the --out given
              folder:bool=True, # a folder (else a file) is wanted
              field:str='out', # the option, for the error
+             reads=(), # files the command reads: the output is never one of them
+             run:bool=False, # the folder of `run`: its records, manifest and shards are checked too
             ) -> Path:
-    "Refuse an output path that is the wrong kind (a file for a folder, or the reverse) or lies below a file; create nothing."
-    p, what = Path(path), 'folder' if folder else 'file'
-    if p.exists() and p.is_dir() != folder: raise InputError(f"the output {what} is a {'file' if folder else 'folder'}", p, field=field)
-    for q in p.parents:
-        if q.exists():
-            if not q.is_dir(): raise InputError(f'the output {what} lies below a file ({q})', p, field=field)
-            break
-    return p
+    "Refuse, creating nothing, an output path that is the wrong kind, lies below a file, is an input, a FIFO, device or symlink, or cannot be written (`core.output_path`)."
+    from pope_audit.core import output_path
+    if run:
+        from pope_audit.runstatus import check_run_outputs
+        return check_run_outputs(path)
+    return output_path(path, reads, 'output folder' if folder else ('log file' if field == 'log-file' else 'output file'), field, folder,
+                       stdout=field == 'log-file')
 
-def _log_file(path:str) -> Path:
-    "The --log-file, checked before any work: notes append to it, so its folder is made and it is opened once here."
-    p = out_path(path, folder=False, field='log-file')
+def _named_files(a, outputs:bool=True) -> list[Path]:
+    "Files the command line names, and the files of any run folder it names (with `outputs`, also those of --out): what no output may be."
+    from pope_audit.runstatus import run_files
+    keys = ['answers', 'run', 'runs', 'questions', 'labels', 'config'] + (['out'] if outputs else [])
+    paths = [Path(str(v).split('=', 1)[-1] if k == 'runs' else v) for k in keys for v in (lambda x: x if isinstance(x, list) else [x] if x else [])(getattr(a, k, None))]
+    return [f for p in paths for f in ([p, *run_files(p, reports=outputs)] if os.path.isdir(p) or (outputs and p == Path(getattr(a, 'out', '') or '.')) else [p])]
+
+def _log_file(path:str, reads=()) -> Path:
+    "The --log-file, checked before any work (`out_path`, never one of `reads`): notes append to it, so its folder is made and it is opened once here."
+    p = out_path(path, folder=False, field='log-file', reads=reads)
+    if str(path) == '-': return p
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with open(p, 'a', encoding='utf-8'): pass
@@ -540,11 +563,15 @@ def main(argv=None):
     if a.cmd is None: p.print_help(); return
     set_logging(a.quiet, a.verbose, a.log_file)
     try:
-        if a.log_file: _log_file(a.log_file)
-        if getattr(a, 'out', None): out_path(a.out, folder=a.cmd != 'export')    # before any work: a bad --out wastes no run
+        if a.log_file: _log_file(a.log_file, _named_files(a))
+        if getattr(a, 'out', None): out_path(a.out, folder=a.cmd != 'export', run=a.cmd == 'run')    # before any work: a bad --out wastes no run
         res = a.fn(a)
     except InputError as e:
         print(f'pope-audit {a.cmd}: error: {e}', file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:          # a disk that fills or a file system that turns read-only mid-write: one line; atomic writes leave nothing half-written
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG): raise
+        print(f'pope-audit {a.cmd}: error: {e.filename + ": " if e.filename else ""}cannot write an output ({e.strerror})', file=sys.stderr)
         sys.exit(2)
     if a.json and res is not None: print(dumps_strict(res, indent=1))
 

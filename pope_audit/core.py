@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 # %% auto #0
-__all__ = ['LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file', 'decode_line',
-           'read_jsonl', 'need', 'is_number', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file',
-           'jsonable', 'dumps_strict', 'set_logging', 'note', 'LineProgress', 'progress']
+__all__ = ['STDOUT_NAMES', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file',
+           'decode_line', 'read_jsonl', 'need', 'is_number', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write',
+           'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict', 'set_logging', 'note', 'LineProgress',
+           'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -159,6 +160,47 @@ def sha256_file(path:str|os.PathLike) -> str:
         for b in iter(lambda: f.read(1 << 20), b''): h.update(b)
     return h.hexdigest()
 
+# %% ../nbs/00_core.ipynb #c90be66e
+STDOUT_NAMES = ('-', '/dev/stdout', '/dev/stderr')
+
+def same_file(a:str|os.PathLike, b:str|os.PathLike) -> bool:
+    "Whether `a` and `b` name one file: by identity (`os.path.samefile`) when both exist, else by their resolved paths."
+    try:
+        if os.path.exists(a) and os.path.exists(b): return os.path.samefile(a, b)
+    except OSError: return False
+    return os.path.realpath(a) == os.path.realpath(b)
+
+def _refuse(what, why, p, field): raise InputError(f'the {what} {why}', p, field=field)
+
+def output_path(path:str|os.PathLike, # what a command is about to write
+                reads:Iterable=(), # files the same command reads (or writes under another name): never one of these
+                what:str='output file', # what it is, for the message
+                field:str='out', # the option that named it
+                folder:bool=False, # a folder is wanted (else a file)
+                stdout:bool=False, # `-`, /dev/stdout and /dev/stderr are accepted (where the help says so)
+               ) -> Path:
+    "`path` if a command may write it, else an `InputError`; missing folders above it are allowed (the writer makes them), nothing is created."
+    p = Path(path)
+    if stdout and str(path) in STDOUT_NAMES: return p
+    ancestor = next(q for q in [p, *p.parents] if os.path.lexists(q))   # `.` or `/` at worst
+    try: name_max, path_max = os.pathconf(ancestor, 'PC_NAME_MAX'), os.pathconf(ancestor, 'PC_PATH_MAX')
+    except (OSError, ValueError): name_max, path_max = 255, 4096
+    if long := [n for n in p.parts if len(os.fsencode(n)) > name_max]:
+        _refuse(what, f'has a name too long for its file system ({len(os.fsencode(long[0]))} bytes; at most {name_max})', p, field)
+    if len(os.fsencode(os.path.abspath(p))) >= path_max: _refuse(what, f'has a path too long for its file system (at most {path_max} bytes)', p, field)
+    for r in reads:
+        if same_file(p, r): _refuse(what, f'is the same file as {r}, which this command reads or writes: refusing to overwrite it', p, field)
+    if p.is_symlink() and not folder: _refuse(what, 'is a symbolic link: refusing to write through a symbolic link', p, field)
+    if p.exists() and not (p.is_dir() if folder else p.is_file()):
+        _refuse(what, 'is a folder' if p.is_dir() else ('is a file' if p.is_file() else 'is a FIFO, socket or device, not a file'), p, field)
+    if ancestor != p and not ancestor.is_dir(): _refuse(what, f'lies below a file ({ancestor})', p, field)
+    target = p if p.exists() and folder else ancestor if ancestor != p else p.parent
+    st = os.statvfs(target)
+    if st.f_flag & os.ST_RDONLY: _refuse(what, 'is on a read-only file system', p, field)
+    if not os.access(target, os.W_OK | os.X_OK) or (p.is_file() and not os.access(p, os.W_OK)): _refuse(what, 'is not writable (permission denied)', p, field)
+    if st.f_bavail == 0: _refuse(what, 'is on a full file system (no space left)', p, field)
+    return p
+
 # %% ../nbs/00_core.ipynb #5dfe79b0
 def jsonable(o, # anything `json.dumps` takes, possibly holding NaN or numpy scalars
             ):
@@ -197,7 +239,13 @@ def note(msg:str):
     if not LOG['quiet']: print(msg, file=sys.stderr, flush=True)
     if LOG['file']:
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
-        with open(LOG['file'], 'a', encoding='utf-8') as f: f.write(''.join(f'{stamp} {l}\n' for l in msg.splitlines()))
+        text = ''.join(f'{stamp} {l}\n' for l in msg.splitlines())
+        if LOG['file'] == '-': return print(text, end='', flush=True)
+        try:
+            with open(LOG['file'], 'a', encoding='utf-8') as f: f.write(text)
+        except OSError as e:      # a full disk, a file system gone read-only: one line, not a traceback from wherever a note was due
+            path, LOG['file'] = LOG['file'], None
+            raise InputError(f'cannot write the log file ({e.strerror})', path, field='log-file') from None
 
 # %% ../nbs/00_core.ipynb #80cf64e3
 class LineProgress:

@@ -15,10 +15,11 @@ from .readouts import Record
 from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
 from .engine import Engine, reference_logits
-from .parallel import world, share, barrier, shard_plan, shard_path, record_files, merge_shards
+from .parallel import world, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault
+from .runstatus import identity_hash, check_run_outputs, run_status
 from .corrections import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
-                                  image_hashes, images_identity, _now, apply_threads)
+                                  image_hashes, images_identity, _now, apply_threads, check_machine)
 
 # %% auto #0
 __all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'select_work', 'run']
@@ -51,7 +52,7 @@ def run_identity(family:Family, # the loaded family
                 family_options=family.settings, experimental=family.experimental, model_args=cfg.model_args,
                 dtype=str(m.dtype).replace('torch.', ''), module_dtypes=module_dtypes(m), quantization=quantization_in_effect(m),
                 attn_implementation=m.config._attn_implementation,
-                template=dict(name=family.template.name, text=family.template.text, answer_sep=family.template.sep),
+                template=dict(name=family.template.name, text=family.template.text, answer_sep=family.probe.template.sep),   # the join the probe used
                 image_processor=type(getattr(family.processor, 'image_processor', None)).__name__,
                 tokenizer=tokenizer_fingerprint(family.tokenizer), readout_ids=dict(derived=family.probe.derived, surface=family.probe.surface),
                 questions=fingerprint(questions).to_dict('records'), images=images_identity(hashes),
@@ -89,24 +90,27 @@ def select_work(questions, images, cfg, labels):
 def _check_records(folder:RunFolder, keys:set, ident:dict) -> set:
     "Keys of the records already in the folder (its records and any shards), each checked against this run's questions and readout set."
     from pope_audit.scoring import read_records
-    done = set()
+    done = {}
     for f in record_files(folder.path):
         repair_jsonl_tail(f)
         for line, r in enumerate(read_records(f), 1):
             if r.key not in keys: raise InputError(f'record for {r.split}/{r.question_id!r} is not a question of this run', f, line, 'question_id')
             if r.derived != ident['readout_ids']['derived']: raise InputError('record made with another readout set', f, line, 'derived')
-            if r.key in done: raise InputError(f'record for {r.split}/{r.question_id!r} is in more than one record file', f, line, 'question_id')
-            done.add(r.key)
-    return done
+            if r.key in done:
+                if done[r.key] == r: continue        # a merge cut short leaves a shard's records beside the merged ones
+                raise InputError(f'record for {r.split}/{r.question_id!r} is in more than one record file, and they differ', f, line, 'question_id')
+            done[r.key] = r
+    return set(done)
 
 # %% ../nbs/06_inference.ipynb #3cd33cc0
-def _record(family, q, qid, text, r) -> dict:
+def _record(family, q, qid, text, r, run_id) -> dict:
     rec = Record(q.split, qid, q.image, q.question, q.label, source='run', prompt=family.prompt(text),
                  greedy_id=r['greedy_id'], greedy_token=token_text(family.tokenizer, r['greedy_id']),
                  logits=r['logits'], topk=r['topk'], logsumexp=r['logsumexp'], derived=family.probe.derived,
                  surface=family.probe.surface, text=r['text'], attention=r.get('attention'), batch_size=r.get('batch_size'))
     d = rec.to_dict()
     if r.get('corrections') is not None: d['corrections'] = r['corrections']
+    d['run_id'] = run_id
     return d
 
 # %% ../nbs/06_inference.ipynb #9ab2cc04
@@ -120,7 +124,8 @@ def run(model:str|Family, # hub id, folder, or a loaded family
        ) -> Path:
     "Answer `questions` with `model`, writing `records.jsonl` and `manifest.json` to `out`; resumes an interrupted run."
     if out is None: raise InputError('an output folder is required', field='out')
-    cfg = config or from_settings(model.name if isinstance(model, Family) else str(model), **settings)
+    check_run_outputs(out)
+    cfg = config or check_machine(from_settings(model.name if isinstance(model, Family) else str(model), **settings))   # the command line checked its own
     corrections = make_corrections(cfg.corrections)
     questions, imgs = select_work(questions, images, cfg, labels)
     w = world()
@@ -140,8 +145,11 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     if err:
         if folder: folder.unlock()
         raise InputError(*err)
-    if w.main: share(done, w)
-    else: manifest, done = {}, share(None, w)
+    if w.main: share((done, manifest['run_id']), w)
+    else:
+        done, run_id = share(None, w)
+        manifest = {'run_id': run_id}
+    fault('loading')
     try: _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest, out, w)
     finally:
         barrier(w)
@@ -149,6 +157,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
             try:
                 if manifest.get('status') == 'answered':
                     if any(Path(out).glob('records.rank*.jsonl')): merge_shards(out, order)
+                    fault('finishing')
                     manifest.update(finished=_now(), status='complete', records=len(questions))
                     folder.write_manifest(manifest)
             finally: folder.unlock()
@@ -161,7 +170,7 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
         old = folder.read_manifest()
         hashes = image_hashes(imgs, questions.image.unique(), progress=cfg.progress)
         ident = run_identity(family, cfg, questions, hashes)
-        manifest = dict(schema='pope-audit/run/2', identity=ident, config=dataclasses.asdict(cfg), environment={**environment(cfg), 'world_size': w.size},
+        manifest = dict(schema='pope-audit/run/2', identity=ident, run_id=identity_hash(ident), config=dataclasses.asdict(cfg), environment={**environment(cfg), 'world_size': w.size},
                         images=hashes, started=_now(), finished=None, status='running', questions=len(questions),
                         prompt_example=family.prompt(questions.question.iloc[0]), probe=family.probe.to_dict())
         if old is not None:
@@ -170,6 +179,7 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
                 more = f' (images that differ: {", ".join(changed[:5])}{" …" if len(changed) > 5 else ""})' if changed else ''
                 raise InputError(f'this folder holds a different run; use a new output folder. Differences: {describe_diff(diffs)}{more}',
                                  folder.manifest_path, field='identity')
+            run_status(folder.path)          # records another run appended under this manifest are refused, naming the line
             if env := diff(old.get('environment', {}), manifest['environment']):
                 note(f'note: resuming in another environment: {describe_diff(env)}')
             manifest['started'], manifest['resumed'] = old.get('started'), [*old.get('resumed', []), _now()]
@@ -221,9 +231,10 @@ def _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest,
             if corrections:
                 timing['baseline_s'] += time.perf_counter() - t0
                 for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, bs, timing['corrections'])): r['corrections'] = c
-            recs = [_record(family, questions.iloc[i], keys[i][1], text, r)
+            recs = [_record(family, questions.iloc[i], keys[i][1], text, r, manifest['run_id'])
                     for text, r, ix in zip(texts, res, rows) for i in ix if keys[i] not in done]
             wr.append(recs)
             bar.update(len(recs))
+            fault('answering')
     bar.close()
     if w.main: manifest['status'] = 'answered'

@@ -4,13 +4,14 @@
 
 # %% ../nbs/06a_parallel.ipynb #95dd02ac
 from __future__ import annotations
-import json, os, sys
+import json, os, signal, sys
 from dataclasses import dataclass
 from pathlib import Path
 from .core import InputError, atomic_write
 
 # %% auto #0
-__all__ = ['World', 'world', 'share', 'barrier', 'shard_plan', 'shard_path', 'record_files', 'merge_shards', 'launch']
+__all__ = ['FAULT_ENV', 'FAULT_POINTS', 'World', 'world', 'share', 'barrier', 'shard_plan', 'fault', 'shard_path', 'record_files',
+           'merge_shards', 'launch']
 
 # %% ../nbs/06a_parallel.ipynb #4a876dc9
 @dataclass
@@ -54,6 +55,17 @@ def shard_plan(sizes:list[int], # questions per image, in plan order
         out.append(r); load[r] += k
     return out
 
+# %% ../nbs/06a_parallel.ipynb #e1605ced
+FAULT_ENV = 'POPE_AUDIT_FAULT'
+FAULT_POINTS = ('loading', 'answering', 'merging', 'cleanup', 'finishing')
+
+def fault(point:str): # one of `FAULT_POINTS`
+    "Kill this process with SIGKILL at `point` when `$POPE_AUDIT_FAULT` names it (optionally `point@rank`): for testing resumes."
+    for spec in filter(None, os.environ.get(FAULT_ENV, '').split(',')):
+        name, _, rank = spec.strip().partition('@')
+        if name not in FAULT_POINTS: raise InputError(f'unknown fault point {name!r} (one of {", ".join(FAULT_POINTS)})', field=FAULT_ENV)
+        if name == point and (not rank or rank == os.environ.get('RANK', '0')): os.kill(os.getpid(), signal.SIGKILL)
+
 # %% ../nbs/06a_parallel.ipynb #52d6def7
 def shard_path(folder:Path, rank:int) -> Path: return Path(folder)/f'records.rank{rank}.jsonl'
 
@@ -75,14 +87,19 @@ def merge_shards(folder:Path, # the run folder
             if not raw.strip(): continue
             o = json.loads(decode_line(raw, f, i))
             k = (o['split'], norm_qid(o['question_id']))
-            if k in lines: raise InputError(f'question {k[0]}/{k[1]!r} is in more than one record file ({lines[k][0].name} and {f.name})', f, i, 'question_id')
-            lines[k] = (f, raw)
+            if k in lines:
+                if lines[k][1].rstrip(b'\r\n') == raw.rstrip(b'\r\n'): continue     # a merge cut short left this shard beside the merged records
+                raise InputError(f'question {k[0]}/{k[1]!r} is in more than one record file, with different records ({lines[k][0].name} and {f.name})', f, i, 'question_id')
+            lines[k] = (f, raw if raw.endswith(b'\n') else raw + b'\n')
     missing = [k for k in order if k not in lines]
     if missing: raise InputError(f'{len(missing)} question(s) have no record, e.g. {missing[0][0]}/{missing[0][1]!r}', folder, field='records')
     extra = set(lines) - set(order)
     if extra: raise InputError(f'{len(extra)} record(s) are not questions of this run', folder, field='records')
     atomic_write(folder/'records.jsonl', b''.join(lines[k][1] for k in order))
-    for f in folder.glob('records.rank*.jsonl'): f.unlink()
+    fault('merging')
+    for f in sorted(folder.glob('records.rank*.jsonl')):
+        f.unlink()
+        fault('cleanup')
     return len(order)
 
 # %% ../nbs/06a_parallel.ipynb #ba9c5d08

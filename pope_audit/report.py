@@ -8,13 +8,14 @@ import html, json, os
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import InputError, atomic_write
+from .core import InputError, atomic_write, output_path
 from .data import SPLITS
 from .scoring import read_records, predictions, score_predictions
 from .readouts import READOUTS, exact_tie, correction_labels
 from .metrics import bootstrap_ci, mcnemar_test, confusion
 from .reconstruct import reconstruct_records, flip_margins
 from .attention import attention_report, plot_attention
+from .runstatus import read_manifest, run_status, run_files, status_text
 
 # %% auto #0
 __all__ = ['CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'render', 'plot_f1', 'int_counts', 'Context',
@@ -103,7 +104,8 @@ class Context:
     def __init__(self, run_dir:Path, recommended:str|None=None, n_boot:int=N_BOOT, questions_label:str|None=None, records=None):
         self.recs = records if records is not None else read_records(run_dir)
         mp = run_dir/'manifest.json'
-        self.man = json.loads(mp.read_text()) if run_dir.is_dir() and mp.exists() else {}
+        self.status = run_status(run_dir) if records is None else None     # incomplete, or records of another run: said (or refused) here
+        self.man = read_manifest(mp) if run_dir.is_dir() and (mp.exists() or mp.is_symlink()) else {}
         if not self.man:           # an answer file: what ran is its question set
             from pope_audit.data import fingerprint
             qs = pd.DataFrame([dict(split=r.split, question_id=r.question_id, image=r.image, question=r.question, label=r.label) for r in self.recs])
@@ -311,11 +313,12 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     import matplotlib; matplotlib.use('Agg')
     run_dir = Path(run_dir); out = Path(out or run_dir); figs = out/'figures'
     if records is None and not (run_dir/'records.jsonl').exists(): raise InputError('not a run folder (no records.jsonl)', run_dir)
-    for n in ('report.md', 'report.html', 'scores.csv'):
-        if (out/n).is_symlink(): raise InputError('refusing to write through a symbolic link', out/n, field='out')
-    writable_folder(out)
+    inputs = run_files(run_dir, reports=False) if records is None else [run_dir]
+    for n in ('report.md', 'report.html', 'scores.csv'): output_path(out/n, inputs, n)     # never an input, a FIFO or a symlink
+    writable_folder(out)                          # the folder, and its figures folder, before any work
     c = Context(run_dir, recommended, n_boot, questions_label, records)
-    blocks = [('h', 1, title)] + ([('p', note)] if note else []) + section_lead(c)
+    said = status_text(c.status)
+    blocks = [('h', 1, title)] + ([('p', note)] if note else []) + ([('lead', said)] if said else []) + section_lead(c)
     blocks += section_manifest(c) + section_probe(c) + section_readouts(c, figs) + section_ties(c)
     blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs) + section_corrections(c, figs)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 "A run killed by a real SIGKILL part-way resumes to exactly the records of an uninterrupted run."
 import json, os, signal, subprocess, sys, time
+import pytest
 from pope_audit.scoring import read_records
 from pope_audit.tiny import stand_in_images
 
@@ -44,3 +45,62 @@ def test_resume_refuses_other_arguments(shared, pope, tiny_dirs, tmp_path):
     assert r.returncode == 2
     assert 'manifest.json' in r.stderr and 'decoding.max_new_tokens: 6 → 3' in r.stderr
     assert (tmp_path/'run'/'records.jsonl').read_bytes() == before
+
+
+# A kill in any phase of a two-process run resumes, with one process or two, to each question exactly once.
+# POPE_AUDIT_FAULT names the point where the run kills itself with SIGKILL (parallel.fault).
+
+@pytest.fixture(scope='module')
+def eight(pope, tiny_dirs, tmp_path_factory):
+    "Eight images with one question each (so each process answers several images), and the records one uninterrupted process writes."
+    from pope_audit.cli import main
+    d = tmp_path_factory.mktemp('faults')
+    first = pope[pope.split == 'random'].drop_duplicates('image').head(8)
+    (d/'coco_pope_random.json').write_text(''.join(json.dumps(dict(question_id=int(r.question_id), image=r.image, text=r.question, label=r.label)) + '\n'
+                                                   for r in first.itertuples()))
+    images = stand_in_images(first.image, d/'img')
+    args = lambda out, n, *extra: ['run', '--model', str(tiny_dirs['llava15']), '--questions', str(d/'coco_pope_random.json'), '--images', str(images),
+                                   '--batch-size', '2', '--max-new-tokens', '1', '--out', str(out), '--processes', str(n), *extra]
+    main(['--quiet', *args(d/'whole', 1)])
+    return args, (d/'whole'/'records.jsonl').read_bytes()
+
+
+def killed_at(args, out, point, n):
+    "Run with `n` processes, killed at `point`: the run ends without finishing, and score would call it incomplete."
+    from pope_audit.runstatus import run_status
+    r = subprocess.run(CLI + args(out, n), env={**os.environ, 'POPE_AUDIT_FAULT': point}, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0, (point, r.stderr[-2000:])
+    st = run_status(out)
+    assert st is None or not st['complete'], (point, st)   # killed while loading: no records yet
+
+
+def resumes(args, out, n, whole):
+    "A resume with `n` processes ends complete, with the records of an uninterrupted run: each question exactly once, no shard left."
+    from pope_audit.runstatus import run_status
+    r = subprocess.run(CLI + args(out, n), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out/'records.jsonl').read_bytes() == whole and not list(out.glob('records.rank*'))
+    assert len(read_records(out)) == 8 and run_status(out)['complete']
+    assert json.loads((out/'manifest.json').read_text())['status'] == 'complete'
+
+
+def test_a_kill_in_every_phase_resumes(eight, tmp_path):
+    "One run folder killed in every phase in turn — loading, answering, merging, cleanup, finishing — by runs of two processes and of one; then resumed."
+    args, whole = eight
+    out = tmp_path/'run'
+    for point, n in [('loading', 2), ('answering', 2), ('answering', 1), ('merging', 2), ('cleanup', 1), ('finishing', 1)]:
+        killed_at(args, out, point, n)
+        if point == 'merging':      # the merged records and both shards side by side: once this could never resume
+            assert (out/'records.jsonl').read_bytes() == whole and len(list(out.glob('records.rank*'))) == 2
+    resumes(args, out, 2, whole)
+
+
+@pytest.mark.skipif(not os.environ.get('POPE_AUDIT_SLOW'), reason='every phase x one and two processes: about 15 two-process runs (set POPE_AUDIT_SLOW=1)')
+@pytest.mark.parametrize('point', ['loading', 'answering', 'merging', 'cleanup', 'finishing'])
+def test_a_two_process_run_killed_in_each_phase_resumes_with_one_and_with_two(eight, tmp_path, point):
+    import shutil
+    args, whole = eight
+    killed_at(args, tmp_path/'a', point, 2)
+    shutil.copytree(tmp_path/'a', tmp_path/'b')
+    resumes(args, tmp_path/'a', 1, whole)
+    resumes(args, tmp_path/'b', 2, whole)

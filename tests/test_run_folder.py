@@ -141,3 +141,17 @@ def test_an_images_folder_that_is_a_file_exits_2(setup, tmp_path, capsys):
     assert code == 2 and "field 'images': the image folder does not exist" in err, err
     code, err = cli(capsys, *args(tmp_path/'run', images=tmp_path/'nowhere'), '--processes', '2')    # refused before any worker starts
     assert code == 2 and "field 'images': the image folder does not exist" in err, err
+
+
+def test_records_of_another_run_under_the_manifest_are_refused_on_resume(setup, tmp_path, capsys):
+    args, _ = setup
+    out = tmp_path/'run'
+    main([str(a) for a in args(out)])
+    lines = (out/'records.jsonl').read_text().splitlines(keepends=True)
+    rid = json.loads((out/'manifest.json').read_text())['run_id']
+    assert len(rid) == 12 and all(json.loads(l)['run_id'] == rid for l in lines)
+    lines[2] = lines[2].replace(rid, 'ffffffffffff')
+    (out/'records.jsonl').write_text(''.join(lines))
+    code, err = cli(capsys, *args(out))
+    assert code == 2 and "records.jsonl:3: field 'run_id': record written by another run (run_id ffffffffffff)" in err, err
+    assert (out/'records.jsonl').read_text() == ''.join(lines)
