@@ -13,11 +13,11 @@ from .models import QwenParts, no_video_processor
 
 # %% auto #0
 __all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY', 'ROLE', 'CHAT_TEMPLATES', 'QWEN_PIXELS',
-           'TINY_GENERIC', 'llava_tokenizer', 'blip_tokenizer', 'qwen2vl_tokenizer', 'tiny_llava15', 'tiny_llava_next',
-           'tiny_qwen2vl', 'tiny_instructblip', 'tiny_mplug_owl2', 'save_tiny', 'json_tokenizer', 'tiny_qwen2_5_vl',
-           'tiny_qwen3_vl', 'tiny_glm4v', 'tiny_llava_onevision', 'tiny_internvl', 'tiny_gemma3', 'tiny_paligemma',
-           'tiny_mllama', 'tiny_idefics3', 'tiny_aya_vision', 'tiny_qwen3_5', 'tiny_vipllava', 'stand_in_image',
-           'stand_in_images']
+           'TINY_GENERIC', 'VOCABULARY', 'llava_tokenizer', 'blip_tokenizer', 'qwen2vl_tokenizer', 'tiny_llava15',
+           'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'tiny_mplug_owl2', 'save_tiny', 'json_tokenizer',
+           'tiny_qwen2_5_vl', 'tiny_qwen3_vl', 'tiny_glm4v', 'tiny_llava_onevision', 'tiny_internvl', 'tiny_gemma3',
+           'tiny_paligemma', 'tiny_mllama', 'tiny_idefics3', 'tiny_aya_vision', 'tiny_qwen3_5', 'tiny_vipllava',
+           'stand_in_image', 'stand_in_images']
 
 # %% ../nbs/04b_tiny.ipynb #fac7e6c9
 def llava_tokenizer():
@@ -309,7 +309,8 @@ def tiny_qwen3_5(seed=0):
     text = _qwen_text(151936, head_dim=16, layer_types=['linear_attention', 'full_attention'], linear_conv_kernel_dim=4, linear_key_head_dim=16,
                       linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4)
     text['rope_parameters'].update(mrope_interleaved=True, partial_rotary_factor=1.0)
-    cfg = Qwen3_5Config(text_config=text, vision_config=model.config.vision_config.to_dict())
+    cfg = Qwen3_5Config(text_config=text, vision_config=model.config.vision_config.to_dict(), image_token_id=151655, video_token_id=151656,
+                        vision_start_token_id=151652, vision_end_token_id=151653)   # Qwen3-VL's ids: this tokenizer's
     return _seeded(Qwen3_5ForConditionalGeneration, cfg, seed), proc
 
 def tiny_vipllava(seed=0):
@@ -326,6 +327,9 @@ def tiny_vipllava(seed=0):
 TINY_GENERIC = dict(llava_onevision=tiny_llava_onevision, qwen2_5_vl=tiny_qwen2_5_vl, qwen3_vl=tiny_qwen3_vl, qwen3_5=tiny_qwen3_5, gemma3=tiny_gemma3,
                     idefics3=tiny_idefics3, paligemma=tiny_paligemma, mllama=tiny_mllama, internvl=tiny_internvl, aya_vision=tiny_aya_vision,
                     glm4v=tiny_glm4v, vipllava=tiny_vipllava)
+VOCABULARY = dict(llava_onevision='qwen3', qwen2_5_vl='qwen3', qwen3_vl='qwen3', qwen3_5='qwen3', gemma3='gemma-3', idefics3='llama-3.1',
+                  paligemma='gemma-3', mllama='llama-3.1', internvl='qwen3', aya_vision='llama-3.1 (stand-in for Cohere)',
+                  glm4v='qwen3 (stand-in for GLM)', vipllava='llama-spm')   # the shared tokenizer each builder uses
 
 # %% ../nbs/04b_tiny.ipynb #4b2b34be
 def stand_in_image(name:str, size=(640, 480)):
