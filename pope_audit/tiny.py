@@ -14,10 +14,10 @@ from .models import QwenParts, no_video_processor
 # %% auto #0
 __all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY', 'ROLE', 'CHAT_TEMPLATES', 'QWEN_PIXELS',
            'TINY_GENERIC', 'VOCABULARY', 'llava_tokenizer', 'blip_tokenizer', 'qwen2vl_tokenizer', 'tiny_llava15',
-           'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'tiny_mplug_owl2', 'save_tiny', 'json_tokenizer',
-           'tiny_qwen2_5_vl', 'tiny_qwen3_vl', 'tiny_glm4v', 'tiny_llava_onevision', 'tiny_internvl', 'tiny_gemma3',
-           'tiny_paligemma', 'tiny_mllama', 'tiny_idefics3', 'tiny_aya_vision', 'tiny_qwen3_5', 'tiny_vipllava',
-           'stand_in_image', 'stand_in_images']
+           'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'tiny_mplug_owl2', 'save_tiny', 'stand_in_image',
+           'stand_in_images', 'json_tokenizer', 'tiny_qwen2_5_vl', 'tiny_qwen3_vl', 'tiny_glm4v',
+           'tiny_llava_onevision', 'tiny_internvl', 'tiny_gemma3', 'tiny_paligemma', 'tiny_mllama', 'tiny_idefics3',
+           'tiny_aya_vision', 'tiny_qwen3_5', 'tiny_vipllava']
 
 # %% ../nbs/04b_tiny.ipynb #fac7e6c9
 def llava_tokenizer():
@@ -140,6 +140,22 @@ def save_tiny(family:str, folder:str|os.PathLike, seed:int=0) -> Path:
     model.save_pretrained(str(folder)); proc.save_pretrained(str(folder))
     return folder
 
+# %% ../nbs/04b_tiny.ipynb #4b2b34be
+def stand_in_image(name:str, size=(640, 480)):
+    "A deterministic picture for an image name (blocks of colour seeded by the name)."
+    import hashlib, numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], 'little'))
+    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    return Image.fromarray(small).resize(size, Image.NEAREST)
+
+def stand_in_images(names, folder:str|os.PathLike, size=(640, 480)) -> Path:
+    "Write a stand-in JPEG for each image name into `folder` (existing files are kept)."
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    for n in sorted(set(names)):
+        if not (folder/n).exists(): stand_in_image(n, size).save(folder/n, quality=90)
+    return folder
+
 # %% ../nbs/04b_tiny.ipynb #9f3242cf
 def json_tokenizer(name:str):
     "A tokenizer folder of the shared material (`tokenizer.json` + `tokenizer_config.json`, chat template included)."
@@ -253,13 +269,13 @@ def tiny_gemma3(seed=0):
     return _seeded(Gemma3ForConditionalGeneration, cfg, seed), proc
 
 def tiny_paligemma(seed=0):
-    "PaliGemma: Gemma's vocabulary (Gemma 3's tokenizer stands in) and no chat template: a prompt preset places the image."
+    "PaliGemma: Gemma's vocabulary (Gemma 3's tokenizer stands in, with PaliGemma's `<image>`) and no chat template: a prompt preset places the image."
     from transformers import PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor, SiglipImageProcessorPil
-    tok = json_tokenizer('gemma-3')
+    tok = _tok('gemma-3', image_token='<image>')
     proc = PaliGemmaProcessor(image_processor=SiglipImageProcessorPil(size={'height': 56, 'width': 56}), tokenizer=tok)
-    cfg = PaliGemmaConfig(vision_config=_siglip(), text_config=dict(model_type='gemma', **WIDTH, num_key_value_heads=2, head_dim=16, vocab_size=262208),
-                          image_token_index=proc.image_token_id, projection_dim=64)
     proc.image_seq_length = 16
+    cfg = PaliGemmaConfig(vision_config=_siglip(), text_config=dict(model_type='gemma', **WIDTH, num_key_value_heads=2, head_dim=16, vocab_size=len(tok) + 64),
+                          image_token_index=proc.image_token_id, projection_dim=64)
     return _seeded(PaliGemmaForConditionalGeneration, cfg, seed), proc
 
 def tiny_mllama(seed=0):
@@ -272,7 +288,8 @@ def tiny_mllama(seed=0):
     cfg = MllamaConfig(vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_global_layers=1, attention_heads=4,
                                           image_size=56, patch_size=14, max_num_tiles=2, intermediate_layers_indices=[0], vision_output_dim=128,
                                           supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]]),
-                       text_config=dict(**{**WIDTH, 'num_hidden_layers': 3}, num_key_value_heads=2, vocab_size=128256 + 8, cross_attention_layers=[1]),
+                       text_config=dict(**{**WIDTH, 'num_hidden_layers': 3}, num_key_value_heads=2, vocab_size=128256 + 8, cross_attention_layers=[1],
+                                        bos_token_id=128000, eos_token_id=[128001, 128008, 128009], pad_token_id=128004),
                        image_token_index=tok.convert_tokens_to_ids('<|image|>'))
     return _seeded(MllamaForConditionalGeneration, cfg, seed), proc
 
@@ -330,19 +347,3 @@ TINY_GENERIC = dict(llava_onevision=tiny_llava_onevision, qwen2_5_vl=tiny_qwen2_
 VOCABULARY = dict(llava_onevision='qwen3', qwen2_5_vl='qwen3', qwen3_vl='qwen3', qwen3_5='qwen3', gemma3='gemma-3', idefics3='llama-3.1',
                   paligemma='gemma-3', mllama='llama-3.1', internvl='qwen3', aya_vision='llama-3.1 (stand-in for Cohere)',
                   glm4v='qwen3 (stand-in for GLM)', vipllava='llama-spm')   # the shared tokenizer each builder uses
-
-# %% ../nbs/04b_tiny.ipynb #4b2b34be
-def stand_in_image(name:str, size=(640, 480)):
-    "A deterministic picture for an image name (blocks of colour seeded by the name)."
-    import hashlib, numpy as np
-    from PIL import Image
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], 'little'))
-    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
-    return Image.fromarray(small).resize(size, Image.NEAREST)
-
-def stand_in_images(names, folder:str|os.PathLike, size=(640, 480)) -> Path:
-    "Write a stand-in JPEG for each image name into `folder` (existing files are kept)."
-    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
-    for n in sorted(set(names)):
-        if not (folder/n).exists(): stand_in_image(n, size).save(folder/n, quality=90)
-    return folder

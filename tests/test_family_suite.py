@@ -2,14 +2,22 @@
 
 A new family joins by adding its tiny builder to `BUILDERS` (a function returning `(model, processor)` or a loaded family).
 Items 1 (frozen prompt) live in `test_prompt_snapshots.py`; the rest are here.
+
+The generic family's architectures (`TINY_GENERIC`) run the layout, the cached first step and the probe by default. The long check
+(`prove_features` on each: prefix, batching, attention against generate and eager attention) runs with POPE_AUDIT_FULL_SUITE=1 and
+compares with the catalogue `ls families` reads; POPE_AUDIT_WRITE_CATALOGUE=1 rewrites that catalogue from the proofs.
 """
+import json, os
 import pytest, torch
 from pope_audit.engine import Engine, reference_logits
 from transformers import BitsAndBytesConfig
 from pope_audit.models import FAMILIES, load_adapter, load_ports, quantization_in_effect
 from pope_audit.inference import run
 from pope_audit.scoring import read_records, score_records
-from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images
+from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images, TINY_GENERIC, VOCABULARY
+from pope_audit.models import Generic, proven_features, write_catalogue
+from pope_audit.engine import prove_features
+from pope_audit.audit import transfer_check
 
 BUILDERS = {name: TINY[name] for name in TINY}
 GENERIC_ONLY = {"generic"}   # served through TINY_GENERIC below, one entry per architecture
@@ -76,10 +84,6 @@ def test_4bit_probe_and_run(shared, name, tmp_path, pope):
 
 
 # --- the generic family: every architecture of `TINY_GENERIC` (tiny random models built from configs, real tokenizers where shared) ---
-import os
-from pope_audit.models import Generic, ENGINE_FEATURES, proven_features, write_catalogue
-from pope_audit.engine import prove_features
-from pope_audit.tiny import TINY_GENERIC, VOCABULARY
 
 FULL = os.environ.get('POPE_AUDIT_FULL_SUITE') == '1' or os.environ.get('POPE_AUDIT_WRITE_CATALOGUE') == '1'
 PROOFS = {}
@@ -111,6 +115,8 @@ def test_generic_layout_first_step_probe(shared, arch):
     for label in ('yes', 'no'):
         ids = f.readout_ids[label]
         assert ids and all(f.tokenizer.decode([i]).strip().lower() == label for i in ids)
+    if VOCABULARY[arch] != 'llama-spm':   # audit's transfer check, before any run: LLaVA's ids say nothing about the answer in another vocabulary
+        assert set(transfer_check(f.probe, f.tokenizer).set_verdict) <= {'unrelated', 'excluded'}
 
 
 @pytest.mark.skipif(not FULL, reason='long check: set POPE_AUDIT_FULL_SUITE=1 (or POPE_AUDIT_WRITE_CATALOGUE=1 to rewrite the catalogue)')
@@ -145,11 +151,23 @@ def _run_cli(*args):
     return subprocess.run([sys.executable, '-m', 'pope_audit.cli', *map(str, args)], capture_output=True, text=True)
 
 
-def test_generic_loads_from_a_folder(shared, vip_dir):
+def test_generic_loads_from_a_folder(shared, vip_dir, tmp_path, pope):
     "`load_adapter` on a folder of an architecture with no class of its own gives the generic family with the catalogue's features and the chat template's prompt."
     f = load_adapter(str(vip_dir))
     assert type(f).__name__ == 'Generic' and f.features == proven_features()['vipllava']['features']
     assert f.prompt('Is there a dog?').endswith('###Human: <image>\nIs there a dog?\nAnswer the question using a single word or phrase.###Assistant:')
+    off = load_adapter(str(vip_dir), features={})    # an architecture never proven: every feature off, answers through generate
+    qs = pope[pope.split == 'random'].head(3).reset_index(drop=True)
+    imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
+    for fam, name in ((f, 'on'), (off, 'off')):
+        out = run(fam, qs, imgs, tmp_path/name, batch_size=4, max_new_tokens=2, progress=False)
+        man = json.loads((out/'manifest.json').read_text())
+        assert man['engine_features'] == fam.features
+        recs = read_records(out)
+        assert [r.prompt for r in recs] == [fam.prompt(q) for q in qs.question]    # each record keeps the exact prompt
+    a, b = read_records(tmp_path/'on'), read_records(tmp_path/'off')
+    assert [r.greedy_id for r in a] == [r.greedy_id for r in b] and {r.batch_size for r in b} == {1}
+    assert all(abs(r.logits[i] - q.logits[i]) < 1e-4 for r, q in zip(a, b) for i in r.logits if i in q.logits)
 
 
 @pytest.mark.parametrize('case', ['processor', 'architecture', 'chat_template'])
