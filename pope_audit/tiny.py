@@ -160,7 +160,8 @@ def stand_in_images(names, folder:str|os.PathLike, size=(640, 480)) -> Path:
 def json_tokenizer(name:str):
     "A tokenizer folder of the shared material (`tokenizer.json` + `tokenizer_config.json`, chat template included)."
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(str(shared_dir(required=True)/'tokenizers'/name))
+    # transformers 5 ignores Llama 3.1's clean_up_tokenization_spaces=True for a BPE tokenizer (and says so): False is what runs
+    return AutoTokenizer.from_pretrained(str(shared_dir(required=True)/'tokenizers'/name), clean_up_tokenization_spaces=False)
 
 def _jinja(user_open, image, user_close, gen, bos=''):
     "A chat template of one common shape: optional BOS, each user turn as open + (image | text)… + close, then the generation prompt."
@@ -313,7 +314,8 @@ def tiny_aya_vision(seed=0):
     tok.pad_token = tok.eos_token
     proc = AyaVisionProcessor(image_processor=GotOcr2ImageProcessorPil(size={'height': 56, 'width': 56}, crop_to_patches=False, max_patches=1), tokenizer=tok,
                               patch_size=14, img_size=56, downsample_factor=2, chat_template=CHAT_TEMPLATES['aya_vision'])
-    cfg = AyaVisionConfig(vision_config=_siglip(), text_config=dict(model_type='cohere2', **WIDTH, num_key_value_heads=2, vocab_size=len(tok) + 64),
+    cfg = AyaVisionConfig(vision_config=_siglip(), text_config=dict(model_type='cohere2', **WIDTH, num_key_value_heads=2, vocab_size=len(tok) + 64,
+                                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
                           downsample_factor=2, image_token_index=tok.convert_tokens_to_ids('<|IMG_PATCH|>'), vision_feature_layer=-1)
     return _seeded(AyaVisionForConditionalGeneration, cfg, seed), proc
 
