@@ -4,9 +4,8 @@
 
 # %% ../nbs/05e_new_model.ipynb #8bc2c523
 from __future__ import annotations
-import os
 from .core import InputError
-from .models import Generic, ENGINE_FEATURES, load_adapter
+from .models import Generic, family_for, load_adapter, _model_config
 from .engine import prove_features
 
 # %% auto #0
@@ -22,7 +21,8 @@ def check_model(src:str, # hub id or model folder
                ) -> dict:
     "The family suite's checks on a model the package has no class for: its prompt, derived ids, and which engine features equal `generate` on it."
     from pope_audit.tiny import stand_in_image
+    cls = family_for(_model_config(str(src), None).model_type, src)
+    if cls is not Generic: raise InputError(f'{cls.family!r} is a hand-written family: the suite in tests/ checks it', src, field='model')
     f = load_adapter(str(src), template, device='cpu', features={})
-    if not isinstance(f, Generic): raise InputError(f'{f.family!r} is a hand-written family: the suite in tests/ checks it', src, field='model')
     proof = prove_features(f, image if image is not None else stand_in_image('check.jpg'), questions)
     return dict(model_type=f.model_type, prompt=f.template.text, derived=f.readout_ids, cross_attention=f.cross_attention, **proof)
