@@ -13,7 +13,7 @@ from .core import InputError, atomic_write, note
 from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids
 from .readouts import READOUTS
 from .scoring import read_records, predictions, score_predictions
-from .models import family_for, _model_config, _processor
+from .models import family_for, _model_config, _processor, chat_prompt
 from .inference import run
 from .report import md_table
 from .synthetic import synthetic_benchmark
@@ -51,8 +51,9 @@ def model_probe(src:str, # hub id or local folder
     "The probe of `src`'s tokenizer under its template, and the tokenizer — from config and processor only, no weights."
     cfg = _model_config(src, revision)
     cls = family_for(cfg.model_type, src)
-    tok = _processor(str(src), cfg.model_type, revision)
-    tok = getattr(tok, 'tokenizer', tok)
+    proc = _processor(str(src), cfg.model_type, revision)
+    tok = getattr(proc, 'tokenizer', proc)
+    if cls.family == 'generic': template = chat_prompt(proc, cfg.model_type, template)   # the processor's chat template places the image
     return probe(tok, template or cls.default_template, name=str(src)), tok
 
 def transfer_check(pr:Probe, tok=None, model:str|None=None) -> pd.DataFrame:

@@ -303,18 +303,27 @@ def cmd_export(a):
 
 def cmd_ls(a):
     "List what can be chosen: readouts, template presets or model families."
+    if a.what == 'families': return _ls_families(a)
     from pope_audit.readouts import READOUTS
     from pope_audit.tokens import TEMPLATES
-    from pope_audit.choices import FAMILY_FACTS    # not the registry: that imports torch
     from pope_audit.benchmarks import BENCHMARKS
     rows = {'readouts': [(n, r.description) for n, r in READOUTS.items()],
             'templates': [(n, f'join {t.sep!r:<4} {t.text!r}') for n, t in TEMPLATES.items()],
-            'families': [(n, f"model types {', '.join(c[0])}; template {c[1]}" + (' (experimental)' if c[2] else ''))
-                         for n, c in FAMILY_FACTS.items()],
             'benchmarks': [(n, b.describe()) for n, b in BENCHMARKS.items()]}[a.what]
     if a.json: return [dict(name=n, description=d) for n, d in rows]
     w = max(len(n) for n, _ in rows)
     print('\n'.join(f'{n:<{w}}  {d}' for n, d in rows))
+
+def _ls_families(a):
+    "Every family, with the engine features the family suite proved for it, from the catalogue the suite writes (a JSON file: no torch)."
+    import pope_audit
+    entries = json.loads((Path(pope_audit.__file__).parent/'assets'/'families.json').read_text())
+    if a.json: return entries
+    w = max(len(e['name']) for e in entries)
+    for e in entries:
+        on = ', '.join(k for k, v in e['features'].items() if v) or 'none: each question alone through generate'
+        types = ', '.join(e['model_types']) or 'any other image-text-to-text architecture'
+        print(f"{e['name']:<{w}}  {e['kind']}; model types {types}; engine features: {on}" + (' (experimental)' if e.get('experimental') else ''))
 
 # %% ../nbs/90_cli.ipynb #89760e18
 def _demo_images(a) -> dict:

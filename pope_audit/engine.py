@@ -9,11 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 import torch
-from .models import Family, Encoded
+from .models import Family, Encoded, ENGINE_FEATURES
 
 # %% auto #0
 __all__ = ['Prefix', 'Step', 'AttentionScope', 'engine_attention', 'attention_scope', 'image_share', 'Engine',
-           'first_step_result', 'cache_bytes_per_token', 'auto_batch_size', 'free_memory', 'reference_logits']
+           'first_step_result', 'cache_bytes_per_token', 'auto_batch_size', 'free_memory', 'reference_logits',
+           'attention_matches', 'prove_features']
 
 # %% ../nbs/05c_engine.ipynb #f70a65b3
 @dataclass
@@ -221,6 +222,27 @@ def _answer(self:Engine, image, questions:list[str], batch_size:int=8, max_new_t
 Engine.answer = _answer
 Engine.answer.__doc__ = "First-step results and greedy continuation for each question about one image."
 
+# %% ../nbs/05c_engine.ipynb #7fe29889
+@torch.no_grad()
+def _answer_uncached(self:Engine, image, questions:list[str], max_new_tokens:int=16, topk:int=10) -> list[dict]:
+    f, cand, out = self.family, self.family.candidate_ids(), []
+    for q in questions:
+        inp = f.full_inputs(image, q)
+        g = self.model.generate(**inp, max_new_tokens=max_new_tokens, do_sample=False, output_logits=True, return_dict_in_generate=True)
+        r = first_step_result(g.logits[0].float(), cand, topk)[0]
+        r.update(text=f.tokenizer.decode(g.sequences[0, inp['input_ids'].shape[1]:], skip_special_tokens=True).strip(), batch_size=1)
+        out.append(r)
+    return out
+Engine.answer_uncached = _answer_uncached
+Engine.answer_uncached.__doc__ = "Each question alone through `generate` over its whole prompt: no shared prefix, no batch, no capture."
+
+def _answer_proven(self:Engine, image, questions:list[str], batch_size:int=8, max_new_tokens:int=16, topk:int=10, attention:bool=False) -> list[dict]:
+    feats = self.family.features
+    if not feats['prefix']: return self.answer_uncached(image, questions, max_new_tokens, topk)
+    return _answer(self, image, questions, batch_size if feats['batching'] else 1, max_new_tokens, topk, attention and feats['attention'])
+Engine.answer = _answer_proven
+Engine.answer.__doc__ = "First-step results and greedy continuation for each question about one image, with the engine features the family has proven."
+
 # %% ../nbs/05c_engine.ipynb #315d76a0
 def cache_bytes_per_token(config, # the language model's config (or a VLM config holding `text_config`)
                           bytes_per_value:int=2, # 2 for fp16/bf16 caches
@@ -263,3 +285,48 @@ def reference_logits(family:Family, image, question:str) -> torch.Tensor:
     out = family.model.generate(**family.full_inputs(image, question), max_new_tokens=1, do_sample=False,
                                 output_logits=True, return_dict_in_generate=True)
     return out.logits[0][0].float()
+
+# %% ../nbs/05c_engine.ipynb #4cf8753d
+def attention_matches(family:Family, image, questions:list[str], tol:float=1e-5) -> bool:
+    "Whether the engine's captured image share equals eager attention over each whole prompt, layer by layer."
+    res = Engine(family).answer(image, questions, 1, 1, attention=True)
+    for q, r in zip(questions, res):
+        inp = family.full_inputs(image, q)
+        impl = family.model.config._attn_implementation
+        family.model.set_attn_implementation('eager')
+        try:
+            with torch.no_grad(): out = family.model(**inp, output_attentions=True)
+        finally: family.model.set_attn_implementation(impl)
+        keys = inp['input_ids'][0] == family.image_token_id
+        per = r['attention']['per_layer']
+        ref = [float(w[0, :, -1, :].float().mean(0)[keys].sum()) for w in out.attentions if w is not None and w.shape[-1] == keys.shape[0]]
+        if len(ref) != len(per) or max(abs(a - b) for a, b in zip(per, ref)) >= tol: return False
+    return True
+
+def prove_features(family:Family, # a family whose `features` may be switched for the checks
+                   image, questions:list[str], # at least two questions of different lengths (so a batch is padded)
+                   tol:float=1e-4, # largest first-step logit difference allowed
+                   max_new_tokens:int=3,
+                  ) -> dict:
+    "Which engine features give the first-step logits and greedy text of `generate` on each whole prompt, for this model: features and why."
+    saved, why = dict(family.features), {}
+    ref = [reference_logits(family, image, q) for q in questions]
+    texts = [r['text'] for r in Engine(family).answer_uncached(image, questions, max_new_tokens)]
+    def check(name, feats, run):
+        family.features = feats
+        try: ok = run()
+        except Exception as e: why[name] = f'fails: {type(e).__name__}: {str(e).splitlines()[0][:120]}'; return False
+        why[name] = 'equal' if ok else 'differs'
+        return ok
+    def same(bs): return lambda: all(r['greedy_id'] == int(l.argmax()) and r['text'] == t and max(abs(v - float(l[i])) for i, v in r['logits'].items()) < tol
+                                      for r, l, t in zip(Engine(family).answer(image, questions, bs, max_new_tokens), ref, texts))
+    got = dict.fromkeys(ENGINE_FEATURES, False)
+    try:
+        got['prefix'] = check('prefix', dict(prefix=True, batching=False, attention=False), same(1))
+        if not got['prefix']: why['batching'] = why['attention'] = 'needs the prefix'
+        else:
+            got['batching'] = check('batching', dict(prefix=True, batching=True, attention=False), same(len(questions)))
+            if family.cross_attention: why['attention'] = 'not applicable: the image enters through cross-attention, not as keys of self-attention'
+            else: got['attention'] = check('attention', dict(prefix=True, batching=False, attention=True), lambda: attention_matches(family, image, questions))
+    finally: family.features = saved
+    return dict(features=got, why=why)

@@ -4,18 +4,22 @@
 
 # %% ../nbs/05_models.ipynb #b4fbdc43
 from __future__ import annotations
-import copy
+import copy, json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from .core import InputError
-from .tokens import get_template, probe, Template, LLAVA_EIGHT
+import pope_audit
+from .core import InputError, atomic_write
+from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape
 
 # %% auto #0
-__all__ = ['FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'register_family', 'load_ports',
-           'family_for', 'Llava15', 'LlavaNext', 'QwenParts', 'Qwen2VL', 'InstructBlip', 'bnb_config',
-           'bnb_4bit_config', 'load_adapter', 'quantization_in_effect', 'module_dtypes']
+__all__ = ['FAMILIES', 'ENGINE_FEATURES', 'CATALOGUE', 'PROMPT_PRESETS', 'QUANTIZATIONS', 'DTYPES', 'Encoded',
+           'expand_image_token', 'Family', 'register_family', 'load_ports', 'family_for', 'Llava15', 'LlavaNext',
+           'QwenParts', 'Qwen2VL', 'InstructBlip', 'no_video_processor', 'proven_features', 'chat_prompt', 'Generic',
+           'catalogue', 'write_catalogue', 'bnb_config', 'bnb_4bit_config', 'load_adapter', 'quantization_in_effect',
+           'module_dtypes']
 
 # %% ../nbs/05_models.ipynb #ae63e21c
 @dataclass
@@ -50,6 +54,8 @@ class Family:
     shares_prefix:bool = True        # the image sits in a question-independent prefix whose KV cache is shared
     experimental:bool = False        # not checked against the family's original code
     options:dict = {}                # family options and their defaults
+    features:dict = dict(prefix=True, batching=True, attention=True)   # engine features the family suite proves for it
+    cross_attention:bool = False     # the image enters through cross-attention layers (no image keys in self-attention)
 
     def __init__(self, model, processor, template:str|Template|None=None, name:str|None=None, **options):
         unknown = set(options) - set(self.options)
@@ -182,11 +188,14 @@ def load_ports():
     import pope_audit.mplug_owl2
 
 def family_for(model_type:str, src=None) -> type[Family]:
-    "The family class serving `model_type`."
+    "The family class serving `model_type`: a hand-written one, else the generic family for any image-text-to-text architecture."
     load_ports()
     for c in FAMILIES.values():
         if model_type in c.model_types: return c
-    raise InputError(f'unsupported model type {model_type!r} (supported: {", ".join(t for c in FAMILIES.values() for t in c.model_types)})', src, field='model_type')
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES as ITT
+    if model_type in ITT: return FAMILIES['generic']
+    raise InputError(f'transformers cannot load model type {model_type!r} as image-text-to-text (no AutoModelForImageTextToText class for it, '
+                     f'and no family of this package serves it)', src, field='model_type')
 
 # %% ../nbs/05_models.ipynb #f5a6e6be
 @register_family
@@ -311,6 +320,145 @@ class InstructBlip(Family):
         slots = (ids == self.image_token_id)[..., None].expand_as(embeds)
         return embeds.masked_scatter(slots, feats.to(embeds.dtype))
 
+# %% ../nbs/05_models.ipynb #bae72236
+@contextmanager
+def no_video_processor():
+    "Processors with a video part build without torchvision: images only, no video processor (a no-op where torchvision is installed)."
+    from transformers.utils import is_torchvision_available
+    if is_torchvision_available():
+        yield; return
+    from transformers import processing_utils as pu
+    check, auto = pu.ProcessorMixin.check_argument_for_proper_class, pu.MODALITY_TO_AUTOPROCESSOR_MAPPING.get('video_processor')
+    class NoVideo:
+        @staticmethod
+        def from_pretrained(*a, **k): return None
+    pu.ProcessorMixin.check_argument_for_proper_class = lambda self, name, arg: None if arg is None and 'video' in name else check(self, name, arg)
+    if auto is not None: pu.MODALITY_TO_AUTOPROCESSOR_MAPPING['video_processor'] = NoVideo
+    try: yield
+    finally:
+        pu.ProcessorMixin.check_argument_for_proper_class = check
+        if auto is not None: pu.MODALITY_TO_AUTOPROCESSOR_MAPPING['video_processor'] = auto
+
+# %% ../nbs/05_models.ipynb #732df148
+ENGINE_FEATURES = ('prefix', 'batching', 'attention')
+CATALOGUE = Path(pope_audit.__file__).parent/'assets'/'families.json'   # written by the family suite (tests/test_family_suite.py)
+PROMPT_PRESETS = {'paligemma': '{image}{question}'}   # processors with no chat template: where the image goes ({image}: the processor's placeholder)
+_TOKENWISE = ('mm_token_type_ids', 'token_type_ids', 'cross_attention_mask')   # processor outputs aligned with the prompt's tokens
+
+def proven_features() -> dict[str, dict]:
+    "Catalogue entries of the architectures the family suite proved, by model type (the asset the suite writes)."
+    entries = json.loads(CATALOGUE.read_text()) if CATALOGUE.exists() else []
+    return {t: e for e in entries if e['kind'] == 'generic' for t in e['model_types']}
+
+def chat_prompt(processor, # the model's processor
+                model_type:str, # `config.model_type`
+                template:str|None=None, # an override with `{question}` (and `{image}`: the processor's placeholder)
+                single_word:bool=True, # append lmms-eval's POPE instruction to the question
+               ) -> Template:
+    "The prompt template one image and one question get from the processor's chat template (or `template`, or the architecture's preset)."
+    post = SINGLE_WORD if single_word else ''
+    if template is None and not getattr(processor, 'chat_template', None): template = PROMPT_PRESETS.get(model_type)
+    if template is not None:
+        if '{question}' not in template: raise InputError(f'a template needs a {{question}} slot: {template!r}', field='template')
+        name = f'{model_type}-preset' if template == PROMPT_PRESETS.get(model_type) else 'custom'
+        image = getattr(processor, 'image_token', None) or '<image>'
+        return Template(name, unescape(template).replace('{image}', image).replace('{question}', '{question}' + post))
+    if not getattr(processor, 'chat_template', None):
+        raise InputError(f'the processor has no chat template and {model_type!r} has no preset: give a template with {{image}} and {{question}}', field='chat_template')
+    def render(q):
+        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
+        try: return processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        except Exception as e:
+            raise InputError(f'the chat template cannot render one image and a question ({type(e).__name__}: {str(e).splitlines()[0][:160]})', field='chat_template') from None
+    t = render('{question}')
+    if t.count('{question}') != 1 or render('Is there a dog?') != t.replace('{question}', 'Is there a dog?'):
+        raise InputError('the chat template does not keep the question text as given', field='chat_template')
+    return Template(f'chat-template:{model_type}', t)
+
+# %% ../nbs/05_models.ipynb #6376479c
+@register_family
+class Generic(Family):
+    "Any architecture `AutoModelForImageTextToText` loads: prompt from the processor's chat template; engine features only where the suite proved them."
+    family, image_token, default_template = 'generic', None, None
+    options = dict(features=None, single_word=True)
+
+    def __init__(self, model, processor, template=None, name=None, **options):
+        self.model_type, self.processor = model.config.model_type, processor
+        super().__init__(model, processor, chat_prompt(processor, self.model_type, template, options.get('single_word', True)), name, **options)
+        feats = self.settings['features']
+        if feats is None: feats = proven_features().get(self.model_type, {}).get('features', {})
+        self.features = {k: bool(feats.get(k, False)) for k in ENGINE_FEATURES}
+        if not self.features['prefix']: self.features.update(batching=False, attention=False)
+        from PIL import Image
+        one = self._process(Image.new('RGB', (64, 48), (127, 127, 127)), 'Is there a dog?')
+        self.cross_attention = 'cross_attention_mask' in one
+        if not (one['input_ids'] == self.image_token_id).any():
+            raise InputError(f'the prompt places no image: no image token {self.tokenizer.convert_ids_to_tokens(self.image_token_id)!r} after processing '
+                             + repr(self.template.text), field='chat_template')
+
+    def _image_token_id(self) -> int:
+        c = self.model.config
+        i = getattr(c, 'image_token_id', None) or getattr(c, 'image_token_index', None) or getattr(self.processor, 'image_token_id', None)
+        if i is None: raise InputError('neither the model config nor the processor names an image token', field='image_token')
+        return int(i)
+
+    def _process(self, image, question):
+        try: out = self.processor(images=[image], text=[self.prompt(question)], return_tensors='pt')
+        except Exception as e:
+            raise InputError(f'the processor cannot place the image in this prompt ({type(e).__name__}: {str(e).splitlines()[0][:200]})', field='chat_template') from None
+        return {k: v for k, v in out.items() if k != 'labels'}
+
+    def full_inputs(self, image, question):
+        "The processor's inputs for one whole prompt."
+        return {k: v.to(self.device) for k, v in self._process(image, question).items()}
+
+    def encode(self, image, questions):
+        "Each question's whole prompt through the processor; with the prefix feature, the shared prefix ends after the last image token."
+        outs = [self._process(image, q) for q in questions]
+        ids = [o['input_ids'][0].tolist() for o in outs]
+        pos = [i for i, t in enumerate(ids[0]) if t == self.image_token_id]
+        span = (pos[0], pos[-1] + 1)
+        vision = {k: v.to(self.device) for k, v in outs[0].items() if k not in ('input_ids', 'attention_mask', *_TOKENWISE)}
+        tokenwise = {k: outs[0][k] for k in _TOKENWISE if k in outs[0]}
+        return Encoded(ids, vision, span, span[1] if self.features['prefix'] else 0, dict(tokenwise=tokenwise))
+
+    def prefix_inputs(self, enc):
+        "Vision tensors, and the processor's token-aligned tensors cut to the prefix."
+        return dict(super().prefix_inputs(enc), **{k: v[:, :enc.shared].to(self.device) for k, v in enc.extra['tokenwise'].items()})
+
+    @property
+    def mrope(self) -> bool:
+        "Whether positions are multimodal RoPE (the model keeps a text offset, `rope_deltas`, from the image forward)."
+        return hasattr(getattr(self.model, 'model', None), 'rope_deltas')
+
+    def next_position(self, enc):
+        "After the prefix forward: its length, plus the offset a multimodal-RoPE model keeps from that forward."
+        d = getattr(self.model.model, 'rope_deltas', None) if self.mrope else None
+        return enc.shared + (int(d.flatten()[0]) if d is not None else 0)
+
+    def position_ids(self, pos): return pos[None].expand(3, *pos.shape) if self.mrope else pos
+
+    def decoder_layers(self):
+        "The language model's decoder layers (its `get_decoder()`, whatever the attribute is called)."
+        layers = getattr(self.model.get_decoder(), 'layers', None)
+        return layers if isinstance(layers, torch.nn.ModuleList) else super().decoder_layers()
+
+# %% ../nbs/05_models.ipynb #6d7633fc
+def catalogue(proofs:dict[str, dict]) -> list[dict]:
+    "Every family as `ls families` shows it: the hand-written ones, the generic family, and each architecture the suite proved (`proofs`: model type -> entry)."
+    load_ports()
+    out = [dict(name=n, kind='hand-written', model_types=list(c.model_types), template=c.default_template, experimental=c.experimental,
+                features={k: c.features[k] for k in ENGINE_FEATURES}) for n, c in FAMILIES.items() if n != 'generic']
+    out.append(dict(name='generic', kind='generic', model_types=[], template='the processor\'s chat template', experimental=False,
+                    features={k: False for k in ENGINE_FEATURES}, why='any other image-text-to-text architecture: no feature until the suite proves it'))
+    return out + [dict(name=t, kind='generic', model_types=[t], **proofs[t]) for t in sorted(proofs)]
+
+def write_catalogue(proofs:dict[str, dict], path=None) -> Path:
+    "Write the catalogue as JSON (the suite calls this once every architecture passed)."
+    path = Path(path or CATALOGUE)
+    atomic_write(path, json.dumps(catalogue(proofs), indent=1) + '\n')
+    return path
+
 # %% ../nbs/05_models.ipynb #aa70150a
 QUANTIZATIONS = ('nf4', 'int8')
 DTYPES = ('float32', 'float16', 'bfloat16')
@@ -333,7 +481,10 @@ def _processor(src, model_type, revision):
     from transformers import AutoProcessor, AutoTokenizer, AutoImageProcessor
     if model_type == 'qwen2_vl':   # the full processor needs torchvision; the family needs only these two
         return QwenParts(AutoTokenizer.from_pretrained(src, revision=revision), AutoImageProcessor.from_pretrained(src, revision=revision))
-    return AutoProcessor.from_pretrained(src, revision=revision)
+    try:
+        with no_video_processor(): return AutoProcessor.from_pretrained(src, revision=revision)
+    except Exception as e:
+        raise InputError(f'cannot build the processor ({type(e).__name__}: {str(e).splitlines()[0][:200]})', src, field='processor') from None
 
 def _model_config(src, revision):
     from transformers import AutoConfig

@@ -7,14 +7,17 @@ from __future__ import annotations
 import json, os, shutil, tempfile
 from pathlib import Path
 import torch
-from .core import cache_dir
+from .core import cache_dir, shared_dir
 from .tokens import shared_tokenizer
-from .models import QwenParts
+from .models import QwenParts, no_video_processor
 
 # %% auto #0
-__all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY', 'llava_tokenizer', 'blip_tokenizer',
-           'qwen2vl_tokenizer', 'tiny_llava15', 'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip',
-           'tiny_mplug_owl2', 'save_tiny', 'stand_in_image', 'stand_in_images']
+__all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY', 'ROLE', 'CHAT_TEMPLATES', 'QWEN_PIXELS',
+           'TINY_GENERIC', 'VOCABULARY', 'llava_tokenizer', 'blip_tokenizer', 'qwen2vl_tokenizer', 'tiny_llava15',
+           'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'tiny_mplug_owl2', 'save_tiny', 'stand_in_image',
+           'stand_in_images', 'json_tokenizer', 'tiny_qwen2_5_vl', 'tiny_qwen3_vl', 'tiny_glm4v',
+           'tiny_llava_onevision', 'tiny_internvl', 'tiny_gemma3', 'tiny_paligemma', 'tiny_mllama', 'tiny_idefics3',
+           'tiny_aya_vision', 'tiny_qwen3_5', 'tiny_vipllava']
 
 # %% ../nbs/04b_tiny.ipynb #fac7e6c9
 def llava_tokenizer():
@@ -152,3 +155,197 @@ def stand_in_images(names, folder:str|os.PathLike, size=(640, 480)) -> Path:
     for n in sorted(set(names)):
         if not (folder/n).exists(): stand_in_image(n, size).save(folder/n, quality=90)
     return folder
+
+# %% ../nbs/04b_tiny.ipynb #9f3242cf
+def json_tokenizer(name:str):
+    "A tokenizer folder of the shared material (`tokenizer.json` + `tokenizer_config.json`, chat template included)."
+    from transformers import AutoTokenizer
+    # transformers 5 ignores Llama 3.1's clean_up_tokenization_spaces=True for a BPE tokenizer (and says so): False is what runs
+    return AutoTokenizer.from_pretrained(str(shared_dir(required=True)/'tokenizers'/name), clean_up_tokenization_spaces=False)
+
+def _jinja(user_open, image, user_close, gen, bos=''):
+    "A chat template of one common shape: optional BOS, each user turn as open + (image | text)… + close, then the generation prompt."
+    return (bos + "{% for m in messages %}" + user_open + "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+            "{% for c in m['content'] %}{% if c['type'] == 'image' %}" + image + "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+            "{% endfor %}{% endif %}" + user_close + "{% endfor %}{% if add_generation_prompt %}" + gen + "{% endif %}")
+
+ROLE = "{{ m['role'] }}"
+CHAT_TEMPLATES = {   # stand-ins rendering the same text as each family's hub template for one user turn with one image
+    'qwen2_5_vl': _jinja("{% if loop.first %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>" + ROLE + "\n",
+                         "<|vision_start|><|image_pad|><|vision_end|>", "<|im_end|>\n", "<|im_start|>assistant\n"),
+    'qwen3_vl': _jinja("<|im_start|>" + ROLE + "\n", "<|vision_start|><|image_pad|><|vision_end|>", "<|im_end|>\n", "<|im_start|>assistant\n"),
+    'llava_onevision': _jinja("<|im_start|>" + ROLE + " ", "<image>\n", "<|im_end|>", "<|im_start|>assistant\n"),
+    'internvl': _jinja("{% if loop.first %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>" + ROLE + "\n",
+                       "<IMG_CONTEXT>\n", "<|im_end|>\n", "<|im_start|>assistant\n"),
+    'glm4v': _jinja("<|" + ROLE + "|>\n", "<|begin_of_image|><|image|><|end_of_image|>", "", "<|assistant|>\n", bos='[gMASK]<sop>'),
+    'mllama': _jinja("<|start_header_id|>" + ROLE + "<|end_header_id|>\n\n", "<|image|>", "<|eot_id|>",
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n", bos='{{ bos_token }}'),
+    'idefics3': _jinja("{{ m['role'] | capitalize }}:", "<image>", "<end_of_utterance>\n", "Assistant:", bos='{{ bos_token }}'),
+    'vipllava': _jinja("{% if loop.first %}A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, detailed, and polite answers to the human's questions.{% endif %}###Human: ", "<image>\n", "", "###Assistant:"),
+    'aya_vision': _jinja("<|START_OF_TURN_TOKEN|><|USER_TOKEN|>", "<image>", "<|END_OF_TURN_TOKEN|>",
+                         "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", bos='{{ bos_token }}'),
+}
+
+def _tok(name, *extra, **named):
+    "A real shared tokenizer with the family's special tokens appended (`named`: the tokenizer attributes a processor reads)."
+    tok = json_tokenizer(name)
+    new = [t for t in [*extra, *named.values()] if t not in tok.get_vocab()]
+    if new: tok.add_special_tokens({'additional_special_tokens': new}, replace_extra_special_tokens=False)
+    for k, v in named.items(): setattr(tok, k, v); setattr(tok, k + '_id', tok.convert_tokens_to_ids(v))
+    return tok
+
+def _siglip(image_size=56, patch_size=14, **kw):
+    from transformers import SiglipVisionConfig
+    return SiglipVisionConfig(**{**WIDTH, **kw}, image_size=image_size, patch_size=patch_size)
+
+def _qwen_text(vocab, **kw):
+    return dict(**WIDTH, num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=4096,
+                rope_parameters={'rope_type': 'default', 'mrope_section': [2, 3, 3], 'rope_theta': 1e6}, **kw)
+
+QWEN_PIXELS = {'shortest_edge': 56 * 56, 'longest_edge': 112 * 112}
+
+def tiny_qwen2_5_vl(seed=0):
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLImageProcessorPil
+    tok = json_tokenizer('qwen3')
+    with no_video_processor(): proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessorPil(size=QWEN_PIXELS), tokenizer=tok,
+                                                          video_processor=None, chat_template=CHAT_TEMPLATES['qwen2_5_vl'])
+    cfg = Qwen2_5_VLConfig(text_config=_qwen_text(151936), vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4,
+                           out_hidden_size=64, patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]))
+    return _seeded(Qwen2_5_VLForConditionalGeneration, cfg, seed), proc
+
+def tiny_qwen3_vl(seed=0):
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor, Qwen2VLImageProcessorPil
+    tok = json_tokenizer('qwen3')
+    ip = Qwen2VLImageProcessorPil(size={'shortest_edge': 64 * 64, 'longest_edge': 128 * 128}, patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    with no_video_processor(): proc = Qwen3VLProcessor(image_processor=ip, tokenizer=tok, video_processor=None, chat_template=CHAT_TEMPLATES['qwen3_vl'])
+    text = _qwen_text(151936, head_dim=16)
+    text['rope_parameters']['mrope_interleaved'] = True
+    cfg = Qwen3VLConfig(text_config=text, vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
+                        patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64, deepstack_visual_indexes=[0]))
+    return _seeded(Qwen3VLForConditionalGeneration, cfg, seed), proc
+
+def tiny_glm4v(seed=0):
+    "GLM-4.1V's geometry; its GLM vocabulary is not among the shared tokenizers: Qwen's vocabulary with GLM's image tokens stands in."
+    from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vProcessor, Glm4vImageProcessorPil
+    tok = _tok('qwen3', '[gMASK]', '<sop>', '<|user|>', '<|assistant|>', '<|begin_of_image|>', '<|image|>', '<|end_of_image|>', '<|begin_of_video|>', '<|video|>', '<|end_of_video|>')
+    ids = tok.convert_tokens_to_ids(['<|image|>', '<|begin_of_image|>', '<|end_of_image|>', '<|video|>'])
+    with no_video_processor(): proc = Glm4vProcessor(image_processor=Glm4vImageProcessorPil(size=QWEN_PIXELS), tokenizer=tok, video_processor=None,
+                                                     chat_template=CHAT_TEMPLATES['glm4v'])
+    cfg = Glm4vConfig(text_config=_qwen_text(len(tok) + 64), vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4,
+                      out_hidden_size=64, patch_size=14, spatial_merge_size=2, temporal_patch_size=2, image_size=56),
+                      image_token_id=ids[0], image_start_token_id=ids[1], image_end_token_id=ids[2], video_token_id=ids[3])
+    return _seeded(Glm4vForConditionalGeneration, cfg, seed), proc
+
+def tiny_llava_onevision(seed=0):
+    from transformers import LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor, LlavaOnevisionImageProcessorPil, Qwen2Config
+    tok = _tok('qwen3', '<image>', '<video>')
+    pins = [[56, 56], [56, 112], [112, 56], [112, 112]]
+    ip = LlavaOnevisionImageProcessorPil(size={'height': 56, 'width': 56}, image_grid_pinpoints=pins)
+    with no_video_processor(): proc = LlavaOnevisionProcessor(image_processor=ip, tokenizer=tok, video_processor=None, num_image_tokens=16,
+                                                              vision_feature_select_strategy='full', chat_template=CHAT_TEMPLATES['llava_onevision'])
+    cfg = LlavaOnevisionConfig(vision_config=_siglip(), text_config=Qwen2Config(**WIDTH, num_key_value_heads=2, vocab_size=len(tok) + 64),
+                               image_token_index=tok.convert_tokens_to_ids('<image>'), video_token_index=tok.convert_tokens_to_ids('<video>'),
+                               image_grid_pinpoints=pins, vision_feature_layer=-1, vision_feature_select_strategy='full')
+    return _seeded(LlavaOnevisionForConditionalGeneration, cfg, seed), proc
+
+def tiny_internvl(seed=0):
+    from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, GotOcr2ImageProcessorPil, Qwen2Config
+    tok = _tok('qwen3', '<video>', start_image_token='<img>', end_image_token='</img>', context_image_token='<IMG_CONTEXT>', video_token='<video>')
+    ip = GotOcr2ImageProcessorPil(size={'height': 56, 'width': 56}, crop_to_patches=False)
+    with no_video_processor(): proc = InternVLProcessor(image_processor=ip, tokenizer=tok, video_processor=None, image_seq_length=4,
+                                                        chat_template=CHAT_TEMPLATES['internvl'])
+    cfg = InternVLConfig(vision_config=dict(**WIDTH, image_size=[56, 56], patch_size=[14, 14]), text_config=Qwen2Config(**WIDTH, num_key_value_heads=2, vocab_size=len(tok) + 64),
+                         image_token_id=tok.convert_tokens_to_ids('<IMG_CONTEXT>'), downsample_ratio=0.5, vision_feature_layer=-1)
+    return _seeded(InternVLForConditionalGeneration, cfg, seed), proc
+
+def tiny_gemma3(seed=0):
+    "Gemma 3 with its real tokenizer and chat template (SigLIP at 56 px, 4 image tokens)."
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor, Gemma3ImageProcessorPil
+    tok = json_tokenizer('gemma-3')
+    proc = Gemma3Processor(image_processor=Gemma3ImageProcessorPil(size={'height': 56, 'width': 56}), tokenizer=tok,
+                           chat_template=tok.chat_template, image_seq_length=4)
+    cfg = Gemma3Config(text_config=dict(**WIDTH, num_key_value_heads=2, head_dim=16, vocab_size=262208, sliding_window=64),
+                       vision_config=_siglip(), mm_tokens_per_image=4, image_token_index=tok.convert_tokens_to_ids('<image_soft_token>'),
+                       boi_token_index=tok.convert_tokens_to_ids('<start_of_image>'), eoi_token_index=tok.convert_tokens_to_ids('<end_of_image>'))
+    return _seeded(Gemma3ForConditionalGeneration, cfg, seed), proc
+
+def tiny_paligemma(seed=0):
+    "PaliGemma: Gemma's vocabulary (Gemma 3's tokenizer stands in, with PaliGemma's `<image>`) and no chat template: a prompt preset places the image."
+    from transformers import PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor, SiglipImageProcessorPil
+    tok = _tok('gemma-3', image_token='<image>')
+    proc = PaliGemmaProcessor(image_processor=SiglipImageProcessorPil(size={'height': 56, 'width': 56}), tokenizer=tok)
+    proc.image_seq_length = 16
+    cfg = PaliGemmaConfig(vision_config=_siglip(), text_config=dict(model_type='gemma', **WIDTH, num_key_value_heads=2, head_dim=16, vocab_size=len(tok) + 64),
+                          image_token_index=proc.image_token_id, projection_dim=64)
+    return _seeded(PaliGemmaForConditionalGeneration, cfg, seed), proc
+
+def tiny_mllama(seed=0):
+    "Llama 3.2 Vision: Llama 3.1's tokenizer plus `<|image|>` (128256); the image enters through cross-attention layers."
+    from transformers import MllamaConfig, MllamaForConditionalGeneration, MllamaProcessor, MllamaImageProcessorPil
+    tok = _tok('llama-3.1', '<|image|>')
+    tok.pad_token = '<|finetune_right_pad_id|>' if '<|finetune_right_pad_id|>' in tok.get_vocab() else tok.eos_token
+    proc = MllamaProcessor(image_processor=MllamaImageProcessorPil(size={'height': 56, 'width': 56}, max_image_tiles=2), tokenizer=tok,
+                           chat_template=CHAT_TEMPLATES['mllama'])
+    cfg = MllamaConfig(vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_global_layers=1, attention_heads=4,
+                                          image_size=56, patch_size=14, max_num_tiles=2, intermediate_layers_indices=[0], vision_output_dim=128,
+                                          supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]]),
+                       text_config=dict(**{**WIDTH, 'num_hidden_layers': 3}, num_key_value_heads=2, vocab_size=128256 + 8, cross_attention_layers=[1],
+                                        bos_token_id=128000, eos_token_id=[128001, 128008, 128009], pad_token_id=128004),
+                       image_token_index=tok.convert_tokens_to_ids('<|image|>'))
+    return _seeded(MllamaForConditionalGeneration, cfg, seed), proc
+
+def tiny_idefics3(seed=0):
+    "Idefics3 (Llama 3 vocabulary: Llama 3.1's tokenizer with its image tokens), tiles of 56 px and 4 tokens each."
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor, Idefics3ImageProcessorPil
+    rows = [f'<row_{i}_col_{j}>' for i in range(1, 7) for j in range(1, 7)]
+    tok = _tok('llama-3.1', '<fake_token_around_image>', '<image>', '<global-img>', '<end_of_utterance>', *rows)
+    tok.pad_token = tok.eos_token
+    ip = Idefics3ImageProcessorPil(size={'longest_edge': 112}, max_image_size={'longest_edge': 56})
+    proc = Idefics3Processor(image_processor=ip, tokenizer=tok, image_seq_len=4, chat_template=CHAT_TEMPLATES['idefics3'])
+    cfg = Idefics3Config(vision_config=dict(**WIDTH, image_size=56, patch_size=14), text_config=dict(model_type='llama', **WIDTH, num_key_value_heads=2, vocab_size=len(tok) + 64),
+                                     scale_factor=2, image_token_id=tok.convert_tokens_to_ids('<image>'))
+    return _seeded(Idefics3ForConditionalGeneration, cfg, seed), proc
+
+def tiny_aya_vision(seed=0):
+    "Aya Vision (SigLIP, pixel shuffle, Cohere 2 text); Cohere's vocabulary is not shared: Llama 3.1's stands in with Aya's image tokens."
+    from transformers import AyaVisionConfig, AyaVisionForConditionalGeneration, AyaVisionProcessor, GotOcr2ImageProcessorPil
+    tok = _tok('llama-3.1', '<image>', '<|START_OF_IMG|>', '<|END_OF_IMG|>', '<|IMG_PATCH|>', '<|IMG_LINE_BREAK|>', '<|START_OF_TURN_TOKEN|>',
+               '<|USER_TOKEN|>', '<|END_OF_TURN_TOKEN|>', '<|CHATBOT_TOKEN|>')
+    tok.pad_token = tok.eos_token
+    proc = AyaVisionProcessor(image_processor=GotOcr2ImageProcessorPil(size={'height': 56, 'width': 56}, crop_to_patches=False, max_patches=1), tokenizer=tok,
+                              patch_size=14, img_size=56, downsample_factor=2, chat_template=CHAT_TEMPLATES['aya_vision'])
+    cfg = AyaVisionConfig(vision_config=_siglip(), text_config=dict(model_type='cohere2', **WIDTH, num_key_value_heads=2, vocab_size=len(tok) + 64,
+                                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
+                          downsample_factor=2, image_token_index=tok.convert_tokens_to_ids('<|IMG_PATCH|>'), vision_feature_layer=-1)
+    return _seeded(AyaVisionForConditionalGeneration, cfg, seed), proc
+
+
+
+def tiny_qwen3_5(seed=0):
+    "Qwen3.5: Qwen3-VL's vision and processor over a hybrid text model (linear-attention layers with a recurrent state, and full-attention layers)."
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    model, proc = tiny_qwen3_vl(seed)
+    text = _qwen_text(151936, head_dim=16, layer_types=['linear_attention', 'full_attention'], linear_conv_kernel_dim=4, linear_key_head_dim=16,
+                      linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4)
+    text['rope_parameters'].update(mrope_interleaved=True, partial_rotary_factor=1.0)
+    cfg = Qwen3_5Config(text_config=text, vision_config=model.config.vision_config.to_dict(), image_token_id=151655, video_token_id=151656,
+                        vision_start_token_id=151652, vision_end_token_id=151653)   # Qwen3-VL's ids: this tokenizer's
+    return _seeded(Qwen3_5ForConditionalGeneration, cfg, seed), proc
+
+def tiny_vipllava(seed=0):
+    "ViP-LLaVA (features from several CLIP layers) with LLaVA's LLaMA tokenizer and processor."
+    from transformers import VipLlavaConfig, VipLlavaForConditionalGeneration, LlavaProcessor, CLIPImageProcessorPil, LlamaConfig
+    proc = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={'shortest_edge': 56}, crop_size={'height': 56, 'width': 56}), tokenizer=llava_tokenizer(),
+                          patch_size=14, vision_feature_select_strategy='default', num_additional_image_tokens=1, image_token='<image>',
+                          chat_template=CHAT_TEMPLATES['vipllava'])
+    cfg = VipLlavaConfig(vision_config=_clip(56),
+                         text_config=LlamaConfig(**WIDTH, num_key_value_heads=4, vocab_size=32064, pad_token_id=32001),
+                         image_token_index=32000, vision_feature_layers=[-2, -1])
+    return _seeded(VipLlavaForConditionalGeneration, cfg, seed), proc
+
+TINY_GENERIC = dict(llava_onevision=tiny_llava_onevision, qwen2_5_vl=tiny_qwen2_5_vl, qwen3_vl=tiny_qwen3_vl, qwen3_5=tiny_qwen3_5, gemma3=tiny_gemma3,
+                    idefics3=tiny_idefics3, paligemma=tiny_paligemma, mllama=tiny_mllama, internvl=tiny_internvl, aya_vision=tiny_aya_vision,
+                    glm4v=tiny_glm4v, vipllava=tiny_vipllava)
+VOCABULARY = dict(llava_onevision='qwen3', qwen2_5_vl='qwen3', qwen3_vl='qwen3', qwen3_5='qwen3', gemma3='gemma-3', idefics3='llama-3.1',
+                  paligemma='gemma-3', mllama='llama-3.1', internvl='qwen3', aya_vision='llama-3.1 (stand-in for Cohere)',
+                  glm4v='qwen3 (stand-in for GLM)', vipllava='llama-spm')   # the shared tokenizer each builder uses

@@ -2,17 +2,27 @@
 
 A new family joins by adding its tiny builder to `BUILDERS` (a function returning `(model, processor)` or a loaded family).
 Items 1 (frozen prompt) live in `test_prompt_snapshots.py`; the rest are here.
+
+The generic family's architectures (`TINY_GENERIC`) run the layout, the cached first step and the probe by default. The long check
+(`prove_features` on each: prefix, batching, attention against generate and eager attention) runs with POPE_AUDIT_FULL_SUITE=1 and
+compares with the catalogue `ls families` reads; POPE_AUDIT_WRITE_CATALOGUE=1 rewrites that catalogue from the proofs.
 """
+import json, os
 import pytest, torch
 from pope_audit.engine import Engine, reference_logits
 from transformers import BitsAndBytesConfig
 from pope_audit.models import FAMILIES, load_adapter, load_ports, quantization_in_effect
 from pope_audit.inference import run
 from pope_audit.scoring import read_records, score_records
-from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images
+from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images, TINY_GENERIC, VOCABULARY
+from pope_audit.models import Generic, proven_features, write_catalogue
+from pope_audit.engine import prove_features
+from pope_audit.audit import transfer_check
 
 BUILDERS = {name: TINY[name] for name in TINY}
+GENERIC_ONLY = {"generic"}   # served through TINY_GENERIC below, one entry per architecture
 QS = ['Is there a dog in the image?', 'Is there a traffic light in the image?', 'Is there a cat in the image?']
+QS2 = QS[:2]   # the default generic suite: two questions of different lengths (a padded batch)
 
 
 def family(name):
@@ -23,7 +33,7 @@ def family(name):
 def test_every_registered_family_is_in_the_suite():
     "A family registered without a tiny builder here has not passed the checklist (experimental ones are listed apart)."
     load_ports()
-    missing = {n for n, c in FAMILIES.items() if not c.experimental} - set(BUILDERS)
+    missing = {n for n, c in FAMILIES.items() if not c.experimental} - set(BUILDERS) - GENERIC_ONLY
     assert not missing, f'families without a suite entry: {missing}'
 
 
@@ -71,3 +81,112 @@ def test_4bit_probe_and_run(shared, name, tmp_path, pope):
     out = run(f, qs, stand_in_images(qs.image.unique(), tmp_path/'img'), tmp_path/'run', batch_size=4, max_new_tokens=2, progress=False)
     recs = read_records(out)
     assert len(recs) == len(qs) and set(score_records(recs).readout) >= {'derived', 'greedy'}
+
+
+# --- the generic family: every architecture of `TINY_GENERIC` (tiny random models built from configs, real tokenizers where shared) ---
+
+FULL = os.environ.get('POPE_AUDIT_FULL_SUITE') == '1' or os.environ.get('POPE_AUDIT_WRITE_CATALOGUE') == '1'
+PROOFS = {}
+
+
+def test_generic_suite_covers_the_catalogue():
+    "Every architecture the catalogue lists as proven has a tiny builder here, and at least twelve do."
+    assert set(proven_features()) == set(TINY_GENERIC) and len(TINY_GENERIC) >= 12
+
+
+@pytest.mark.parametrize('arch', list(TINY_GENERIC))
+def test_generic_layout_first_step_probe(shared, arch):
+    "Default suite, every architecture: the processor's layout, the cached first step (with the catalogue's features) equal to generate, the probe."
+    f = Generic(*TINY_GENERIC[arch]())
+    assert f.features == proven_features()[arch]['features']
+    img = stand_in_image('x.jpg')
+    enc = f.encode(img, QS2)
+    for i, q in enumerate(QS2):
+        assert enc.ids[i] == f.full_inputs(img, q)['input_ids'][0].tolist()
+        assert enc.ids[i][:enc.span[1]] == enc.ids[0][:enc.span[1]]            # the image and all before it: one prefix for every question
+        assert q in f.tokenizer.decode(enc.ids[i][enc.span[1]:])              # the question comes after the image
+        assert f.prompt(q) == f.template.render(q) and q in f.prompt(q)
+    assert enc.shared == (enc.span[1] if f.features['prefix'] else 0)
+    res = Engine(f).answer(img, QS2, batch_size=2, max_new_tokens=2)
+    for q, r in zip(QS2, res):
+        ref = reference_logits(f, img, q)
+        assert r['greedy_id'] == int(ref.argmax()) and max(abs(v - float(ref[i])) for i, v in r['logits'].items()) < 1e-4
+        assert r['batch_size'] == (2 if f.features['batching'] else 1)
+    for label in ('yes', 'no'):
+        ids = f.readout_ids[label]
+        assert ids and all(f.tokenizer.decode([i]).strip().lower() == label for i in ids)
+    if VOCABULARY[arch] != 'llama-spm':   # audit's transfer check, before any run: LLaVA's ids say nothing about the answer in another vocabulary
+        assert set(transfer_check(f.probe, f.tokenizer).set_verdict) <= {'unrelated', 'excluded'}
+
+
+@pytest.mark.skipif(not FULL, reason='long check: set POPE_AUDIT_FULL_SUITE=1 (or POPE_AUDIT_WRITE_CATALOGUE=1 to rewrite the catalogue)')
+@pytest.mark.parametrize('arch', list(TINY_GENERIC))
+def test_generic_features_proven(shared, arch):
+    "Long check: each engine feature is on in the catalogue exactly when it equals generate (and eager attention) on this architecture."
+    f = Generic(*TINY_GENERIC[arch](), features={})
+    proof = prove_features(f, stand_in_image('x.jpg'), QS)
+    PROOFS[arch] = dict(template=f.template.name, tokenizer=VOCABULARY[arch], **proof)
+    if f.cross_attention: assert not proof['features']['attention'] and 'cross-attention' in proof['why']['attention']
+    if os.environ.get('POPE_AUDIT_WRITE_CATALOGUE') != '1': assert proof['features'] == proven_features()[arch]['features']
+
+
+@pytest.mark.skipif(os.environ.get('POPE_AUDIT_WRITE_CATALOGUE') != '1', reason='writes pope_audit/assets/families.json: set POPE_AUDIT_WRITE_CATALOGUE=1')
+def test_write_catalogue():
+    "Once every architecture ran, the catalogue `ls families` reads is rewritten from the proofs."
+    assert set(PROOFS) == set(TINY_GENERIC)
+    write_catalogue(PROOFS)
+
+
+@pytest.fixture(scope='module')
+def vip_dir(tmp_path_factory):
+    "The tiny ViP-LLaVA saved as a hub checkpoint would be: an architecture the package has no class for."
+    model, proc = TINY_GENERIC['vipllava']()
+    d = tmp_path_factory.mktemp('vip')
+    model.save_pretrained(str(d)); proc.save_pretrained(str(d))
+    return d
+
+
+def _run_cli(*args):
+    import subprocess, sys
+    return subprocess.run([sys.executable, '-m', 'pope_audit.cli', *map(str, args)], capture_output=True, text=True)
+
+
+def test_generic_loads_from_a_folder(shared, vip_dir, tmp_path, pope):
+    "`load_adapter` on a folder of an architecture with no class of its own gives the generic family with the catalogue's features and the chat template's prompt."
+    f = load_adapter(str(vip_dir))
+    assert type(f).__name__ == 'Generic' and f.features == proven_features()['vipllava']['features']
+    assert f.prompt('Is there a dog?').endswith('###Human: <image>\nIs there a dog?\nAnswer the question using a single word or phrase.###Assistant:')
+    off = load_adapter(str(vip_dir), features={})    # an architecture never proven: every feature off, answers through generate
+    qs = pope[pope.split == 'random'].head(3).reset_index(drop=True)
+    imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
+    for fam, name in ((f, 'on'), (off, 'off')):
+        out = run(fam, qs, imgs, tmp_path/name, batch_size=4, max_new_tokens=2, progress=False)
+        man = json.loads((out/'manifest.json').read_text())
+        assert man['engine_features'] == fam.features
+        recs = read_records(out)
+        assert [r.prompt for r in recs] == [fam.prompt(q) for q in qs.question]    # each record keeps the exact prompt
+    a, b = read_records(tmp_path/'on'), read_records(tmp_path/'off')
+    assert [r.greedy_id for r in a] == [r.greedy_id for r in b] and {r.batch_size for r in b} == {1}
+    assert all(abs(r.logits[i] - q.logits[i]) < 1e-4 for r, q in zip(a, b) for i in r.logits if i in q.logits)
+
+
+@pytest.mark.parametrize('case', ['processor', 'architecture', 'chat_template'])
+def test_generic_bad_input(shared, vip_dir, tmp_path, pope, case):
+    "A processor that cannot be built, an architecture transformers cannot load as image-text-to-text, a chat template that places no image: one line, exit 2, nothing written."
+    import json, shutil
+    bad = tmp_path/'model'; shutil.copytree(vip_dir, bad)
+    if case == 'processor':
+        for n in ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model'): (bad/n).unlink(missing_ok=True)
+        want = 'cannot build the processor'
+    elif case == 'architecture':
+        cfg = json.loads((bad/'config.json').read_text()); cfg.update(model_type='gpt2', architectures=['GPT2LMHeadModel'])
+        (bad/'config.json').write_text(json.dumps(cfg)); want = "cannot load model type 'gpt2' as image-text-to-text"
+    else:
+        for p in bad.glob('chat_template.*'): p.write_text("{% for m in messages %}{{ m['content'][1]['text'] }}{% endfor %}" if p.suffix == '.jinja'
+                                                           else json.dumps({'chat_template': "{% for m in messages %}{{ m['content'][1]['text'] }}{% endfor %}"}))
+        want = 'image in this prompt'   # the processor refuses an image with no placeholder for it
+    imgs = stand_in_images(pope[pope.split == 'random'].image.head(2), tmp_path/'img')
+    r = _run_cli('run', '--model', bad, '--questions', shared/'data/pope/coco/coco_pope_random.json', '--limit', 2, '--images', imgs, '--out', tmp_path/'run')
+    assert r.returncode == 2 and r.stdout == '', r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and want in r.stderr, r.stderr
+    assert not (tmp_path/'run').exists()

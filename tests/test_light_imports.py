@@ -1,5 +1,6 @@
 "The light commands in a fresh process each: which modules they import (no torch; no transformers but for probe and lint's tokenizers)."
 import json, random, subprocess, sys
+from pathlib import Path
 import pytest
 from pope_audit.cli import parser
 from pope_audit.tokens import LLAVA_EIGHT
@@ -93,4 +94,6 @@ def test_choices_match_registries():
     assert choices.TEMPLATE_NAMES == tuple(TEMPLATES) and (choices.DTYPES, choices.QUANTIZATIONS) == (DTYPES, QUANTIZATIONS)
     from pope_audit.benchmarks import BENCHMARKS
     assert choices.CORRECTION_NAMES == tuple(CORRECTIONS) and choices.BENCHMARK_NAMES == tuple(BENCHMARKS)
-    assert choices.FAMILY_FACTS == {n: (c.model_types, c.default_template, c.experimental) for n, c in FAMILIES.items()}
+    import pope_audit
+    listed = [e['name'] for e in json.loads((Path(pope_audit.__file__).parent/'assets'/'families.json').read_text())]
+    assert set(FAMILIES) <= set(listed)         # `ls families` reads the suite's catalogue: every registered family is in it
