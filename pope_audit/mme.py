@@ -26,7 +26,7 @@ MME_GROUPS = {'Perception': MME_PERCEPTION, 'Cognition': MME_COGNITION}   # calc
 def mme_answer(text:str) -> str:
     "MME's rule: lower-case; exactly yes/no, else 'yes' (then 'no') anywhere in the first four characters, else 'other'."
     p = text.lower()
-    if p in ('yes', 'no'): return p
+    if p in ('yes', 'no'): return p   # pope-audit: ok  (MME's rule, kept to rescore with it)
     return 'yes' if 'yes' in p[:4] else 'no' if 'no' in p[:4] else 'other'
 
 def lmms_mme_answer(text:str) -> str:

@@ -234,12 +234,12 @@ def greedy(rec):
 def pope_parse(rec):
     t = rec.text.split('.')[0].replace(',', '')
     words = t.split(' ')
-    return 'no' if ('No' in words or 'not' in words or 'no' in words) else 'yes'
+    return 'no' if ('No' in words or 'not' in words or 'no' in words) else 'yes'   # pope-audit: ok  (POPE's rule, kept to rescore with it)
 
 @readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"')
 def lmms_exact(rec):
     p = rec.text.lower().strip()
-    return p if p in ('yes', 'no') else 'unknown'
+    return p if p in ('yes', 'no') else 'unknown'   # pope-audit: ok  (lmms-eval's rule, kept to rescore with it)
 
 _PUNCT = [';', '/', '[', ']', '"', '{', '}', '(', ')', '=', '+', '\\', '_', '-', '>', '<', '@', '`', ',', '?', '!']
 _COMMA_NUM = re.compile(r'(\d)(,)(\d)')
@@ -256,7 +256,7 @@ def vqa_punct(text:str) -> str:
 @readout('vlmeval_yorn', 'text', 'VLMEvalKit YOrN: yes/no if exactly one of the words "yes", "no" occurs, else unknown')
 def vlmeval_yorn(rec):
     words = vqa_punct(rec.text.lower()).split()
-    y, n = 'yes' in words, 'no' in words
+    y, n = 'yes' in words, 'no' in words   # pope-audit: ok  (VLMEvalKit's rule, kept to rescore with it)
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
 # %% ../nbs/03_readouts.ipynb #4dd3cbee

@@ -448,7 +448,7 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
                  rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold))
 
 # %% ../nbs/02_tokens.ipynb #bcc20ef2
-LLAVA_TWO = {'yes': [3582], 'no': [1217]}                                   # the audited reference evaluator
+LLAVA_TWO = {'yes': [3582], 'no': [1217]}      # the audited reference evaluator, kept to audit it  # pope-audit: ok
 LLAVA_EIGHT = {'yes': [3582, 8241, 4874, 3869], 'no': [1217, 3782, 694, 1939]}  # the paper's fix (LLaMA vocab)
 
 def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
