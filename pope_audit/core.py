@@ -198,6 +198,7 @@ def output_path(path:str|os.PathLike, # what a command is about to write
     st = os.statvfs(target)
     if st.f_flag & os.ST_RDONLY: _refuse(what, 'is on a read-only file system', p, field)
     if not os.access(target, os.W_OK | os.X_OK) or (p.is_file() and not os.access(p, os.W_OK)): _refuse(what, 'is not writable (permission denied)', p, field)
+    if st.f_blocks == 0: _refuse(what, 'is on a file system that stores no files (such as /proc or /sys)', p, field)
     if st.f_bavail == 0: _refuse(what, 'is on a full file system (no space left)', p, field)
     return p
 

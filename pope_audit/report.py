@@ -313,9 +313,9 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     import matplotlib; matplotlib.use('Agg')
     run_dir = Path(run_dir); out = Path(out or run_dir); figs = out/'figures'
     if records is None and not (run_dir/'records.jsonl').exists(): raise InputError('not a run folder (no records.jsonl)', run_dir)
+    writable_folder(out)                          # the folder, and its figures folder, before any work
     inputs = run_files(run_dir, reports=False) if records is None else [run_dir]
     for n in ('report.md', 'report.html', 'scores.csv'): output_path(out/n, inputs, n)     # never an input, a FIFO or a symlink
-    writable_folder(out)                          # the folder, and its figures folder, before any work
     c = Context(run_dir, recommended, n_boot, questions_label, records)
     said = status_text(c.status)
     blocks = [('h', 1, title)] + ([('p', note)] if note else []) + ([('lead', said)] if said else []) + section_lead(c)

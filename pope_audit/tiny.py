@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, os, shutil, tempfile
 from pathlib import Path
 import torch
-from .core import cache_dir, shared_dir
+from .core import cache_dir, shared_dir, scratch_dir
 from .tokens import shared_tokenizer
 from .models import QwenParts, no_video_processor
 
@@ -110,7 +110,7 @@ QFORMER_WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *'abcdefghijklmno
 def tiny_instructblip(seed:int=0):
     "A tiny InstructBLIP (ViT 224/14, Q-Former with 32 queries, LLaMA) with its processor."
     from transformers import InstructBlipConfig, InstructBlipForConditionalGeneration, InstructBlipProcessor, BlipImageProcessorPil, BertTokenizerFast
-    d = tempfile.mkdtemp()
+    d = scratch_dir('qformer-vocab-')      # the tokenizer reads it at once; removed when the process exits
     Path(d, 'vocab.txt').write_text('\n'.join(QFORMER_WORDS) + '\n')   # a stand-in WordPiece vocabulary for the Q-Former
     qtok = BertTokenizerFast(str(Path(d, 'vocab.txt')))
     proc = InstructBlipProcessor(image_processor=BlipImageProcessorPil(size={'height': 224, 'width': 224}),

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 import pandas as pd
 from tqdm.auto import tqdm
-from .core import cache_dir, shared_dir, sha256_file, atomic_write, InputError
+from .core import cache_dir, shared_dir, sha256_file, atomic_write, InputError, scratch_dir
 from .synthetic import make_scenes, render_all, CLASSES
 from .builder import image_objects, cooccurrence, QUESTION, build_pope
 from .tokens import get_template
@@ -78,7 +78,7 @@ def instructblip_processor():
     "InstructBLIP's processor at 64 px, with the stand-in WordPiece vocabulary for the Q-Former."
     from transformers import InstructBlipProcessor, BlipImageProcessorPil, BertTokenizerFast
     from pope_audit.tiny import QFORMER_WORDS, blip_tokenizer
-    d = tempfile.mkdtemp()
+    d = scratch_dir('qformer-vocab-')      # the tokenizer reads it at once; removed when the process exits
     Path(d, 'vocab.txt').write_text('\n'.join(QFORMER_WORDS) + '\n')
     ip = BlipImageProcessorPil(size={'height': VLM['image_size'], 'width': VLM['image_size']}, image_mean=CLIP_MEAN, image_std=CLIP_STD)
     return InstructBlipProcessor(image_processor=ip, tokenizer=blip_tokenizer(), qformer_tokenizer=BertTokenizerFast(str(Path(d, 'vocab.txt'))),
