@@ -10,8 +10,8 @@ from .core import InputError, dumps_strict, note, set_logging
 
 # %% auto #0
 __all__ = ['RUN_FLAGS', 'parse_ids', 'probe_setup', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv',
-           'read_config', 'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'cmd_demo',
-           'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'main']
+           'read_config', 'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads',
+           'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'main']
 
 # %% ../nbs/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -281,10 +281,16 @@ def cmd_report(a):
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')), run=st)
     print(f'report: {page}')
 
+def auto_threads():
+    "The thread count `run` chooses when none is given (the free usable cores), for the commands that run models without `run`'s options."
+    from pope_audit.runconfig import RunConfig, apply_threads
+    return apply_threads(RunConfig(model='the shipped tiny models'))
+
 def cmd_demo(a):
     import time
     from pope_audit.demo import demo, demo_summary
     t0 = time.time()
+    auto_threads()
     page = demo(a.out, n_images=a.images, seed=a.seed, batch_size=a.batch_size, progress=not (a.json or LOG_QUIET()))
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')))
     print(demo_summary(a.out, time.time() - t0))
@@ -337,6 +343,7 @@ def _shared_settings(a) -> dict:
 
 def cmd_audit(a):
     from pope_audit.audit import audit, audit_demo
+    auto_threads()
     if a.demo: t = audit_demo(a.out or 'pope-audit-demo', **_demo_images(a), quiet=a.json)
     else:
         if a.out is None: raise InputError('an output folder is required (--out DIR)', field='out')
@@ -351,6 +358,7 @@ def cmd_audit(a):
 
 def cmd_precision(a):
     from pope_audit.precision import precision_audit, precision_demo
+    auto_threads()
     if a.demo: t = precision_demo(a.out or 'pope-precision-demo', a.precisions, **_demo_images(a),
                                   device=a.device, n_boot=a.boot, quiet=a.json)
     else:
