@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 from .core import InputError
-from . import data, mme
+from . import data, mme, amber
 
 # %% auto #0
 __all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'mme_section',
@@ -92,6 +92,22 @@ register(Benchmark(
     groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(mme.MME_GROUPS),
     rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline,
     group_names=mme.MME_SUBTASKS, section=lambda preds: mme_section(preds)));
+
+def _amber_load(sources, labels=None, splits=None):
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not AMBER', labels, field='labels')
+    return amber.read_amber_questions(sources, splits), None
+
+def _amber_hub(source=None, split=None):
+    raise InputError("AMBER is not on the hub: give its data folder (query_discriminative.json and annotations.json from its repository)", source, field='questions')
+
+register(Benchmark(
+    'amber', 'AMBER (Wang et al., 2023), discriminative task', "its data folder: query_discriminative.json (or query/) and annotations.json",
+    dict(id='none (the repository junyangwang0410/AMBER and its image archive)', split='', columns={}),
+    _amber_load, _amber_hub, data.ImageFolder, amber.is_amber_source,
+    groups='types (amber-existence, amber-state, amber-number, amber-action, amber-relation)', pairs=None, dimensions=dict(amber.AMBER_DIMENSIONS),
+    rule='amber', metrics='accuracy; precision, recall and F1 with no as positive; overall, per dimension and per attribute kind',
+    headline=lambda preds: amber.amber_scores(preds), group_names=amber.AMBER_GROUPS, section=amber.amber_section));
+
 
 # %% ../nbs/01b_benchmarks.ipynb #6772efa0
 def find_benchmark(sources, # question sources (files, folders, hf:ID)

@@ -45,10 +45,11 @@ def cmd_probe(a):
 # %% ../nbs/90_cli.ipynb #49615ca7
 def _questions(a):
     "The whole question table named by --questions (and --labels), with --splits checked against it."
-    from pope_audit.data import load_questions, select_splits
+    from pope_audit.data import select_splits
+    from pope_audit.benchmarks import find_benchmark
     if a.labels and not a.questions: raise InputError("--labels goes with --questions (LLaVA's question file)", a.labels, field='labels')
     if not a.questions: return None
-    q, _ = load_questions(a.questions, a.labels)
+    q, _ = find_benchmark(a.questions).load(a.questions, a.labels)   # POPE's, MME's, AMBER's … question files
     select_splits(q, a.splits)
     return q
 
@@ -426,7 +427,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
     questions(s, required=True)
     s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
-    s.add_argument('--benchmark', choices=['pope', 'mme'], help='the benchmark the questions are (default: detected from the question files)')
+    s.add_argument('--benchmark', choices=['pope', 'mme', 'amber'], help='the benchmark the questions are (default: detected from the question files)')
     s.add_argument('--out', required=True, help='output folder (resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
     s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the family's)")

@@ -15,7 +15,7 @@ from .tokens import LLAVA_TWO, LLAVA_EIGHT
 __all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
            'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
            'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
-           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'applicable']
+           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -266,6 +266,16 @@ def mme_rule(rec):
 @readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
 def lmms_mme_rule(rec):
     a = lmms_mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+# %% ../nbs/03_readouts.ipynb #922d7752
+from .amber import amber_answer, AMBER_GROUPS
+
+SCOPED['amber'] = AMBER_GROUPS
+
+@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
+def amber_rule(rec):
+    a = amber_answer(rec.text)
     return 'unknown' if a == 'other' else a
 
 # %% ../nbs/03_readouts.ipynb #9ea9dc53

@@ -26,7 +26,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'REA
            'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 LAYOUTS = ["LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
            "lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)",
@@ -89,6 +89,9 @@ def detect_kind(path:str|os.PathLike) -> str:
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
     first = _first_line(path)
+    if path.suffix.lower() == '.json' and first.startswith(b'['):
+        from pope_audit.amber import is_amber_responses
+        if is_amber_responses(path): return 'amber'      # AMBER's response file: a JSON list of {id, response}
     if b'\t' not in first and (path.suffix.lower() == '.txt' or not first.startswith(b'{')): return 'lines'   # tab-separated .txt (MME's) is not
     if path.suffix.lower() == '.json' and lmms_objects(path)[0] == '0.2': return 'lmms-eval'
     for line, o in read_jsonl(path):
@@ -575,6 +578,9 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
         if recs is not None: pass
         elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
         elif kind == 'mme': recs = read_mme_results(path, questions, splits, chk)
+        elif kind == 'amber':
+            from pope_audit.amber import read_amber_responses
+            recs = read_amber_responses(path, questions, splits, chk)
         elif kind == 'records': recs = read_records(path, questions, splits, chk)
         else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
