@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 from .core import InputError
-from . import data, mme, amber
+from . import data, mme, amber, naturalbench
 
 # %% auto #0
 __all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'mme_section',
@@ -59,7 +59,7 @@ def _pope_load(sources, labels=None, splits=None):
 
 def _pope_detect(source) -> bool:
     s = str(source)
-    return not mme.is_mme_folder(s) and not (s.startswith('hf:') and 'mme' in s.lower())
+    return not mme.is_mme_folder(s) and not (s.startswith('hf:') and ('mme' in s.lower() or 'naturalbench' in s.lower()))
 
 def _mme_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
@@ -107,6 +107,21 @@ register(Benchmark(
     groups='types (amber-existence, amber-state, amber-number, amber-action, amber-relation)', pairs=None, dimensions=dict(amber.AMBER_DIMENSIONS),
     rule='amber', metrics='accuracy; precision, recall and F1 with no as positive; overall, per dimension and per attribute kind',
     headline=lambda preds: amber.amber_scores(preds), group_names=amber.AMBER_GROUPS, section=amber.amber_section));
+
+def _naturalbench_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not NaturalBench', labels, field='labels')
+    if len(sources) != 1: raise InputError('NaturalBench takes one question source: test_set.json, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return naturalbench.read_hf_naturalbench(sources[0][3:])
+    return naturalbench.read_naturalbench_questions(sources[0]), None
+
+register(Benchmark(
+    'naturalbench', 'NaturalBench (Li et al., 2024), yes/no groups', "the hub's rows (one per group), or the repository's fine-tuning test split test_set.json (not the benchmark proper)",
+    naturalbench.NATURALBENCH_HUB, _naturalbench_load, naturalbench.read_hf_naturalbench, data.ImageFolder,
+    lambda s: naturalbench.is_naturalbench_source(s) or (str(s).startswith('hf:') and 'naturalbench' in str(s).lower()),
+    groups='one split; items in 2x2 groups (question_id // 4)', pairs='two questions x two images per group, four consecutive items',
+    dimensions={}, rule='naturalbench', metrics='Q-Acc, I-Acc, Acc and G-Acc', headline=lambda preds: naturalbench.naturalbench_scores(preds),
+    group_names=(naturalbench.NATURALBENCH_SPLIT,), section=naturalbench.naturalbench_section));
 
 
 # %% ../nbs/01b_benchmarks.ipynb #6772efa0

@@ -15,7 +15,8 @@ from .tokens import LLAVA_TWO, LLAVA_EIGHT
 __all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
            'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
            'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
-           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'applicable']
+           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'naturalbench_rule',
+           'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -277,6 +278,14 @@ SCOPED['amber'] = AMBER_GROUPS
 def amber_rule(rec):
     a = amber_answer(rec.text)
     return 'unknown' if a == 'other' else a
+
+# %% ../nbs/03_readouts.ipynb #3e76bf85
+from .naturalbench import naturalbench_answer, NATURALBENCH_SPLIT
+
+SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
+
+@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
+def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
 
 # %% ../nbs/03_readouts.ipynb #9ea9dc53
 def applicable(records:list[Record], names=None) -> list[str]:

@@ -26,7 +26,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'REA
            'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 LAYOUTS = ["LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
            "lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)",
@@ -92,6 +92,8 @@ def detect_kind(path:str|os.PathLike) -> str:
     if path.suffix.lower() == '.json' and first.startswith(b'['):
         from pope_audit.amber import is_amber_responses
         if is_amber_responses(path): return 'amber'      # AMBER's response file: a JSON list of {id, response}
+        from pope_audit.naturalbench import is_naturalbench_answers
+        if is_naturalbench_answers(path): return 'naturalbench'   # NaturalBench's output_file: a JSON list of responses by item
     if b'\t' not in first and (path.suffix.lower() == '.txt' or not first.startswith(b'{')): return 'lines'   # tab-separated .txt (MME's) is not
     if path.suffix.lower() == '.json' and lmms_objects(path)[0] == '0.2': return 'lmms-eval'
     for line, o in read_jsonl(path):
@@ -581,6 +583,9 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
         elif kind == 'amber':
             from pope_audit.amber import read_amber_responses
             recs = read_amber_responses(path, questions, splits, chk)
+        elif kind == 'naturalbench':
+            from pope_audit.naturalbench import read_naturalbench_answers
+            recs = read_naturalbench_answers(path, questions, splits, chk)
         elif kind == 'records': recs = read_records(path, questions, splits, chk)
         else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
