@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 from .core import InputError
-from . import data, mme, amber, naturalbench
+from . import data, mme, amber, naturalbench, hallusionbench
 
 # %% auto #0
 __all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'mme_section',
@@ -122,6 +122,24 @@ register(Benchmark(
     groups='one split; items in 2x2 groups (question_id // 4)', pairs='two questions x two images per group, four consecutive items',
     dimensions={}, rule='naturalbench', metrics='Q-Acc, I-Acc, Acc and G-Acc', headline=lambda preds: naturalbench.naturalbench_scores(preds),
     group_names=(naturalbench.NATURALBENCH_SPLIT,), section=naturalbench.naturalbench_section));
+
+def _hallusion_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None or len(sources) != 1: raise InputError('HallusionBench takes one question source: HallusionBench.json', ', '.join(sources), field='questions')
+    return hallusionbench.read_hallusion_questions(sources[0], splits), None
+
+def _hallusion_hub(source=None, split=None):
+    raise InputError("HallusionBench's questions are its repository's HallusionBench.json (images in its hallusion_bench.zip): give that file", source, field='questions')
+
+register(Benchmark(
+    'hallusionbench', 'HallusionBench (Guan et al., 2024)', "HallusionBench.json (its repository); images from its hallusion_bench.zip, by each row's filename",
+    dict(id="none (the repository tianyi-lab/HallusionBench and its image archive)", split='', columns={}),
+    _hallusion_load, _hallusion_hub, data.ImageFolder, hallusionbench.is_hallusion_source,
+    groups='hallusion-VD (visual dependent), hallusion-VS (visual supplement, with its image), hallusion-VS-noimage (without)',
+    pairs='question groups (one question over a set\'s figures) and figure groups (one figure\'s questions)',
+    dimensions={'visual': ('hallusion-VD', 'hallusion-VS'), 'no visual': ('hallusion-VS-noimage',)}, rule='hallusionbench',
+    metrics="qAcc, fAcc and aAcc (of a judge's verdicts)", headline=lambda preds: hallusionbench.hallusion_scores(preds),
+    group_names=hallusionbench.HALLUSION_GROUPS, section=hallusionbench.hallusion_section));
 
 
 # %% ../nbs/01b_benchmarks.ipynb #6772efa0

@@ -427,7 +427,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
     questions(s, required=True)
     s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
-    s.add_argument('--benchmark', choices=['pope', 'mme', 'amber', 'naturalbench'], help='the benchmark the questions are (default: detected from the question files)')
+    s.add_argument('--benchmark', choices=['pope', 'mme', 'amber', 'naturalbench', 'hallusionbench'], help='the benchmark the questions are (default: detected from the question files)')
     s.add_argument('--out', required=True, help='output folder (resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
     s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the family's)")

@@ -26,7 +26,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'REA
            'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 LAYOUTS = ["LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
            "lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)",
@@ -90,6 +90,8 @@ def detect_kind(path:str|os.PathLike) -> str:
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
     first = _first_line(path)
     if path.suffix.lower() == '.json' and first.startswith(b'['):
+        from pope_audit.hallusionbench import is_hallusion_answers
+        if is_hallusion_answers(path): return 'hallusionbench'   # HallusionBench's rows with model_prediction
         from pope_audit.amber import is_amber_responses
         if is_amber_responses(path): return 'amber'      # AMBER's response file: a JSON list of {id, response}
         from pope_audit.naturalbench import is_naturalbench_answers
@@ -586,6 +588,9 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
         elif kind == 'naturalbench':
             from pope_audit.naturalbench import read_naturalbench_answers
             recs = read_naturalbench_answers(path, questions, splits, chk)
+        elif kind == 'hallusionbench':
+            from pope_audit.hallusionbench import read_hallusion_answers
+            recs = read_hallusion_answers(path, questions, splits, chk)
         elif kind == 'records': recs = read_records(path, questions, splits, chk)
         else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
@@ -593,6 +598,7 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
 
 # %% ../nbs/04a_scoring.ipynb #386eea0b
 NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text',
+         'judge': "a judge's reply (HallusionBench: a judge_reply column of the answer file)",
          'corrections': "that correction's quantities (a run made with --correction)"}
 
 def check_readouts(records:list[Record], names=None, what:str='these records') -> list[str]:

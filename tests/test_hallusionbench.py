@@ -1,0 +1,71 @@
+"HallusionBench: the judge-reply rule and qAcc/fAcc/aAcc against utils.py's own outputs (run once, judge replies stubbed in), answers with and without a judge, and bad input."
+import json
+from pathlib import Path
+import pytest
+from pope_audit.cli import main
+from pope_audit.hallusionbench import hallusion_verdict
+
+REF = json.loads((Path(__file__).parent/'reference/hallusionbench/utils_outputs.json').read_text())
+CODE = {'correct': '1', 'incorrect': '0', 'unclear': '2'}
+
+
+def reply(kind, j):
+    "The judge's reply the reference run gave to row j."
+    if kind == 'battery': return REF['battery'][j % len(REF['battery'])]
+    return 'unclear' if j % 13 == 0 else 'incorrect' if j % 6 == 0 else 'correct'
+
+
+@pytest.fixture(scope='module')
+def qfile(shared): return shared/'data/hallusionbench/HallusionBench.json'
+
+
+def result_file(qfile, path, kind='battery', judge=True, edit=None):
+    rows = json.loads(qfile.read_text())
+    out = [dict(r, model_prediction='Yes' if j % 3 else 'No, it is not.', **({'judge_reply': reply(kind, j)} if judge else {})) for j, r in enumerate(rows)]
+    path.write_text(json.dumps(edit(out) if edit else out))
+    return path
+
+
+def score(args, capsys):
+    main(['score', *map(str, args), '--json', '--boot', '0'])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_rule_is_utils_py():
+    assert [CODE[hallusion_verdict(r)] for r in REF['battery']] == REF['codes']
+
+
+@pytest.mark.parametrize('kind', ['battery', 'mostly_right'])
+@pytest.mark.parametrize('with_questions', [False, True])
+def test_figures_are_evaluation_py(qfile, tmp_path, capsys, kind, with_questions):
+    "The judge readout's qAcc, fAcc and aAcc, overall and for VD and VS, as evaluation.py computes them from utils.py's functions."
+    doc = score([result_file(qfile, tmp_path/'res.json', kind), *(['--questions', qfile] if with_questions else [])], capsys)
+    assert doc['benchmark'] == 'hallusionbench' and doc['kind'] == 'hallusionbench' and doc['hallusionbench']['judged']
+    got = {r['part']: r['as_printed'] for r in doc['hallusionbench']['scores'] if r['readout'] == 'hallusionbench'}
+    assert got == REF['figures'][kind]
+
+
+def test_without_judge(qfile, tmp_path, capsys):
+    "Without judge replies the section is computed from the other readouts, and says so."
+    f = result_file(qfile, tmp_path/'res.json', judge=False)
+    doc = score([f], capsys)
+    assert not doc['hallusionbench']['judged'] and 'hallusionbench' not in {r['readout'] for r in doc['hallusionbench']['scores']}
+    main(['score', str(f), '--boot', '0'])
+    assert "no judge's replies in these answers, so these figures are computed from the other readouts" in capsys.readouterr().out
+
+
+BAD = [  # (edit of the rows, splits, expected message)
+    (lambda rs: rs + [rs[5]], None, "field '[1129].question_id': question VS/chart/0/1/1 is answered twice"),
+    (lambda rs: [dict(rs[0], filename='./VS/chart/0_0.png')] + rs[1:], None, "field '[0].filename': question VS/chart/0/0/0 has no image"),
+    (lambda rs: rs, ['hallusion-VD', 'hallusion-VS'], "field '[0].figure_id': an answer to question VS/chart/0/0/0, which has no image, when only questions with images"),
+    (lambda rs: rs[:3] + [dict(rs[3], set_id='999')], None, "field '[3].question_id': answer to question VS/chart/999/0/3, which is not in the question set"),
+]
+
+
+@pytest.mark.parametrize('edit,splits,msg', BAD)
+def test_bad_answers(qfile, tmp_path, capsys, edit, splits, msg):
+    f = result_file(qfile, tmp_path/'bad.json', edit=edit)
+    with pytest.raises(SystemExit) as e: score([f, '--questions', qfile, *(['--splits', *splits] if splits else [])], capsys)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert 'bad.json' in err and msg in err
