@@ -69,3 +69,26 @@ def test_bad_answers(qfile, tmp_path, capsys, edit, splits, msg):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert 'bad.json' in err and msg in err
+
+
+def test_run_report_audit(qfile, tmp_path, capsys):
+    "run on the questions with images (nested file names), then score (no judge: says so), report and audit of the run folder."
+    from pope_audit.hallusionbench import read_hallusion_questions
+    from pope_audit.tiny import stand_in_images
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    q = read_hallusion_questions(qfile, ['hallusion-VD'])
+    for n in sorted(set(q.image[:2])):
+        (tmp_path/'img'/n).parent.mkdir(parents=True, exist_ok=True)
+        stand_in_images([Path(n).name], (tmp_path/'img'/n).parent, size=(32, 32))
+    main(['run', '--model', tiny_vlm_dir('llava15'), '--questions', qfile, '--images', tmp_path/'img', '--splits', 'hallusion-VD',
+          '--limit', '2', '--max-new-tokens', '2', '--out', tmp_path/'run', '--json'])
+    capsys.readouterr()
+    doc = score([tmp_path/'run'], capsys)
+    assert doc['benchmark'] == 'hallusionbench' and not doc['hallusionbench']['judged']
+    assert {r['questions'] for r in doc['hallusionbench']['scores']} == {2}
+    main(['report', tmp_path/'run'])
+    assert 'hallusion-VD' in (tmp_path/'run/report.md').read_text()
+    capsys.readouterr()
+    main(['audit', tmp_path/'run', '--out', tmp_path/'audit', '--json'])
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r['split'] for r in rows} >= {'hallusion-VD'}
