@@ -59,7 +59,7 @@ def _pope_load(sources, labels=None, splits=None):
 
 def _pope_detect(source) -> bool:
     s = str(source)
-    return not mme.is_mme_folder(s) and not (s.startswith('hf:') and ('mme' in s.lower() or 'naturalbench' in s.lower()))
+    return not mme.is_mme_folder(s) and not (s.startswith('hf:') and any(b in s.lower() for b in ('mme', 'naturalbench', 'hallusion')))
 
 def _mme_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
@@ -125,16 +125,14 @@ register(Benchmark(
 
 def _hallusion_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
-    if labels is not None or len(sources) != 1: raise InputError('HallusionBench takes one question source: HallusionBench.json', ', '.join(sources), field='questions')
+    if labels is not None or len(sources) != 1: raise InputError('HallusionBench takes one question source: HallusionBench.json, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return hallusionbench.read_hf_hallusion(sources[0][3:])
     return hallusionbench.read_hallusion_questions(sources[0], splits), None
-
-def _hallusion_hub(source=None, split=None):
-    raise InputError("HallusionBench's questions are its repository's HallusionBench.json (images in its hallusion_bench.zip): give that file", source, field='questions')
 
 register(Benchmark(
     'hallusionbench', 'HallusionBench (Guan et al., 2024)', "HallusionBench.json (its repository); images from its hallusion_bench.zip, by each row's filename",
-    dict(id="none (the repository tianyi-lab/HallusionBench and its image archive)", split='', columns={}),
-    _hallusion_load, _hallusion_hub, data.ImageFolder, hallusionbench.is_hallusion_source,
+    hallusionbench.HALLUSION_HUB, _hallusion_load, hallusionbench.read_hf_hallusion, data.ImageFolder,
+    lambda s: hallusionbench.is_hallusion_source(s) or (str(s).startswith('hf:') and 'hallusion' in str(s).lower()),
     groups='hallusion-VD (visual dependent), hallusion-VS (visual supplement, with its image), hallusion-VS-noimage (without)',
     pairs='question groups (one question over a set\'s figures) and figure groups (one figure\'s questions)',
     dimensions={'visual': ('hallusion-VD', 'hallusion-VS'), 'no visual': ('hallusion-VS-noimage',)}, rule='hallusionbench',

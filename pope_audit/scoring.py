@@ -579,6 +579,9 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
     else:
         from pope_audit.mme import read_mme_results, read_mme_log
         recs = read_mme_log(path, kind, questions, splits, chk) if kind in ('lmms-eval', 'vlmevalkit') else None   # MME's logs: numbered as its files
+        if recs is None and kind == 'lmms-eval':
+            from pope_audit.hallusionbench import read_hallusion_log
+            recs = read_hallusion_log(path, questions, splits, chk)   # HallusionBench's log: its docs are its rows
         if recs is not None: pass
         elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
         elif kind == 'mme': recs = read_mme_results(path, questions, splits, chk)

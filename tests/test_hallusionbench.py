@@ -92,3 +92,16 @@ def test_run_report_audit(qfile, tmp_path, capsys):
     main(['audit', tmp_path/'run', '--out', tmp_path/'audit', '--json'])
     rows = json.loads(capsys.readouterr().out)
     assert rows and {r['split'] for r in rows} >= {'hallusion-VD'}
+
+
+def test_lmms_eval_log(qfile, tmp_path, capsys):
+    "lmms-eval's hallusion_bench_image log (its docs are HallusionBench's rows with an image) scores as HallusionBench, with or without the question file."
+    rows = [r for r in json.loads(qfile.read_text()) if r['visual_input'] != '0']
+    log = tmp_path/'samples_hallusion_bench_image.jsonl'
+    log.write_text(''.join(json.dumps(dict(doc_id=i, doc=r, target=r['gt_answer_details'], resps=[['Yes' if r['gt_answer'] == '1' else 'No']],
+                                           filtered_resps=['Yes' if r['gt_answer'] == '1' else 'No'])) + '\n' for i, r in enumerate(rows)))
+    for extra in ([], ['--questions', qfile]):
+        doc = score([log, *extra], capsys)
+        assert doc['benchmark'] == 'hallusionbench' and doc['kind'] == 'lmms-eval' and not doc['hallusionbench']['judged']
+        s = {(r['readout'], r['part']): r for r in doc['hallusionbench']['scores']}
+        assert s[('pope_parse', 'Overall')]['questions'] == 951 and s[('pope_parse', 'Overall')]['qAcc'] == 100.0
