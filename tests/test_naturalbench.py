@@ -92,3 +92,16 @@ def test_run_naturalbench(test_set, tmp_path, capsys):
     capsys.readouterr()
     doc = score([tmp_path/'run'], capsys)
     assert doc['benchmark'] == 'naturalbench' and all(r['groups'] == 1 for r in doc['naturalbench']['scores'])
+
+
+def test_lmms_eval_log(test_set, tmp_path, capsys):
+    "lmms-eval's naturalbench log (one doc per item, Index its position; multiple-choice items skipped) scores as NaturalBench, with or without the question file."
+    items = json.loads(test_set.read_text())
+    log = tmp_path/'samples_naturalbench.jsonl'
+    log.write_text(''.join(json.dumps(dict(doc_id=i, doc=dict(Index=i, Question=o[0], Question_Type='yes_no' if o[3] == 'yes_no' else 'multiple_choice', answer=o[2]),
+                                           resps=[[answer('mostly_right', i, o[2])]], filtered_resps=[answer('mostly_right', i, o[2])])) + '\n' for i, o in enumerate(items)))
+    for extra in ([], ['--questions', test_set]):
+        doc = score([log, *extra], capsys)
+        assert doc['benchmark'] == 'naturalbench' and doc['kind'] == 'lmms-eval'
+        s = {r['readout']: r for r in doc['naturalbench']['scores']}
+        assert s['naturalbench']['as_printed'] == REF['printed']['mostly_right']
