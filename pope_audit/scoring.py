@@ -585,6 +585,9 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
             if recs is None:
                 from pope_audit.naturalbench import read_naturalbench_log
                 recs = read_naturalbench_log(path, questions, splits, chk)   # NaturalBench's: one doc per item
+        if recs is None and kind == 'vlmevalkit':
+            from pope_audit.hallusionbench import read_hallusion_table
+            recs = read_hallusion_table(path, questions, splits, chk)   # VLMEvalKit's HallusionBench table
         if recs is not None: pass
         elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
         elif kind == 'mme': recs = read_mme_results(path, questions, splits, chk)

@@ -105,3 +105,17 @@ def test_lmms_eval_log(qfile, tmp_path, capsys):
         assert doc['benchmark'] == 'hallusionbench' and doc['kind'] == 'lmms-eval' and not doc['hallusionbench']['judged']
         s = {(r['readout'], r['part']): r for r in doc['hallusionbench']['scores']}
         assert s[('pope_parse', 'Overall')]['questions'] == 951 and s[('pope_parse', 'Overall')]['qAcc'] == 100.0
+
+
+def test_vlmevalkit_table(qfile, tmp_path, capsys):
+    "A VLMEvalKit HallusionBench table (its layout as Hallusion_rating reads it) scores as HallusionBench, joined to the question file."
+    import pandas as pd
+    rows = [r for r in json.loads(qfile.read_text()) if r['visual_input'] != '0']
+    t = pd.DataFrame([{'index': f"{r['category']}_{r['subcategory']}_x_{r['set_id']}_{r['figure_id']}_{r['question_id']}", 'question': r['question'],
+                       'answer': 'Yes' if r['gt_answer'] == '1' else 'No', 'category': r['category'], 'l2-category': r['subcategory'],
+                       'prediction': 'Yes, it is.'} for r in rows])
+    t.to_csv(tmp_path/'HallusionBench.tsv', sep='\t', index=False)
+    doc = score([tmp_path/'HallusionBench.tsv', '--questions', qfile], capsys)
+    assert doc['benchmark'] == 'hallusionbench' and doc['kind'] == 'vlmevalkit'
+    s = {(r['readout'], r['part']): r for r in doc['hallusionbench']['scores']}
+    assert s[('pope_parse', 'Overall')]['questions'] == 951 and s[('pope_parse', 'Overall')]['a_right'] == sum(r['gt_answer'] == '1' for r in rows)
