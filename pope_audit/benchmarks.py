@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 from .core import InputError
-from . import data, mme
+from . import data, mme, amber, naturalbench, hallusionbench
 
 # %% auto #0
 __all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'mme_section',
@@ -59,7 +59,7 @@ def _pope_load(sources, labels=None, splits=None):
 
 def _pope_detect(source) -> bool:
     s = str(source)
-    return not mme.is_mme_folder(s) and not (s.startswith('hf:') and 'mme' in s.lower())
+    return not mme.is_mme_folder(s) and not (s.startswith('hf:') and any(b in s.lower() for b in ('mme', 'naturalbench', 'hallusion')))
 
 def _mme_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
@@ -92,6 +92,53 @@ register(Benchmark(
     groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(mme.MME_GROUPS),
     rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline,
     group_names=mme.MME_SUBTASKS, section=lambda preds: mme_section(preds)));
+
+def _amber_load(sources, labels=None, splits=None):
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not AMBER', labels, field='labels')
+    return amber.read_amber_questions(sources, splits), None
+
+def _amber_hub(source=None, split=None):
+    raise InputError("AMBER is not on the hub: give its data folder (query_discriminative.json and annotations.json from its repository)", source, field='questions')
+
+register(Benchmark(
+    'amber', 'AMBER (Wang et al., 2023), discriminative task', "its data folder: query_discriminative.json (or query/) and annotations.json",
+    dict(id='none (the repository junyangwang0410/AMBER and its image archive)', split='', columns={}),
+    _amber_load, _amber_hub, data.ImageFolder, amber.is_amber_source,
+    groups='types (amber-existence, amber-state, amber-number, amber-action, amber-relation)', pairs=None, dimensions=dict(amber.AMBER_DIMENSIONS),
+    rule='amber', metrics='accuracy; precision, recall and F1 with no as positive; overall, per dimension and per attribute kind',
+    headline=lambda preds: amber.amber_scores(preds), group_names=amber.AMBER_GROUPS, section=amber.amber_section));
+
+def _naturalbench_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not NaturalBench', labels, field='labels')
+    if len(sources) != 1: raise InputError('NaturalBench takes one question source: test_set.json, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return naturalbench.read_hf_naturalbench(sources[0][3:])
+    return naturalbench.read_naturalbench_questions(sources[0]), None
+
+register(Benchmark(
+    'naturalbench', 'NaturalBench (Li et al., 2024), yes/no groups', "the hub's rows (one per group), or the repository's fine-tuning test split test_set.json (not the benchmark proper)",
+    naturalbench.NATURALBENCH_HUB, _naturalbench_load, naturalbench.read_hf_naturalbench, data.ImageFolder,
+    lambda s: naturalbench.is_naturalbench_source(s) or (str(s).startswith('hf:') and 'naturalbench' in str(s).lower()),
+    groups='one split; items in 2x2 groups (question_id // 4)', pairs='two questions x two images per group, four consecutive items',
+    dimensions={}, rule='naturalbench', metrics='Q-Acc, I-Acc, Acc and G-Acc', headline=lambda preds: naturalbench.naturalbench_scores(preds),
+    group_names=(naturalbench.NATURALBENCH_SPLIT,), section=naturalbench.naturalbench_section));
+
+def _hallusion_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None or len(sources) != 1: raise InputError('HallusionBench takes one question source: HallusionBench.json, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return hallusionbench.read_hf_hallusion(sources[0][3:])
+    return hallusionbench.read_hallusion_questions(sources[0], splits), None
+
+register(Benchmark(
+    'hallusionbench', 'HallusionBench (Guan et al., 2024)', "HallusionBench.json (its repository); images from its hallusion_bench.zip, by each row's filename",
+    hallusionbench.HALLUSION_HUB, _hallusion_load, hallusionbench.read_hf_hallusion, data.ImageFolder,
+    lambda s: hallusionbench.is_hallusion_source(s) or (str(s).startswith('hf:') and 'hallusion' in str(s).lower()),
+    groups='hallusion-VD (visual dependent), hallusion-VS (visual supplement, with its image), hallusion-VS-noimage (without)',
+    pairs='question groups (one question over a set\'s figures) and figure groups (one figure\'s questions)',
+    dimensions={'visual': ('hallusion-VD', 'hallusion-VS'), 'no visual': ('hallusion-VS-noimage',)}, rule='hallusionbench',
+    metrics="qAcc, fAcc and aAcc (of a judge's verdicts)", headline=lambda preds: hallusionbench.hallusion_scores(preds),
+    group_names=hallusionbench.HALLUSION_GROUPS, section=hallusionbench.hallusion_section));
+
 
 # %% ../nbs/01b_benchmarks.ipynb #6772efa0
 def find_benchmark(sources, # question sources (files, folders, hf:ID)

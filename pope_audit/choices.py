@@ -8,9 +8,9 @@ __all__ = ['READOUT_NAMES', 'TIE_RULES', 'KINDS', 'LAYOUTS', 'POLICIES', 'TEMPLA
 
 # %% ../nbs/00b_choices.ipynb #94722102
 READOUT_NAMES = ('two_token', 'eight_token', 'derived', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vlmeval_yorn',
-                 'mme', 'lmms_mme')
+                 'mme', 'lmms_mme', 'amber', 'naturalbench', 'hallusionbench')
 TIE_RULES = ('decoder', 'ge')
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
 LAYOUTS = [
     "LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
     'lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)',
@@ -20,6 +20,10 @@ LAYOUTS = [
     'VLMEvalKit POPE result table (.xlsx/.tsv/.csv: index a row number, category comma-joined splits, image_path, question, answer, prediction)',
     "the paper's package's predictions (pope-audit 0.1.1 on PyPI: .txt, one answer per line, aligned to the one POPE file given with --questions)",
     'a predictions table (question_id, label, split, yes/no columns)',
+    "MME result folder (MME's eval_tool layout: one <subtask>.txt per subtask, image, question, answer and the model's response tab-separated)",
+    "AMBER response JSON (a list of {id, response}, as AMBER's inference.py reads it)",
+    'NaturalBench answers (a JSON list of responses, one per item of the question file, in its order)',
+    "HallusionBench result JSON (its rows with model_prediction, and a judge's reply in judge_reply when there is one)",
     'a pope-audit run folder or records.jsonl',
 ]
 POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval', 'vlmevalkit')
@@ -28,6 +32,6 @@ TEMPLATE_NAMES = ('llava15', 'llava15-single-word', 'llava15-vicuna', 'llava-nex
                   'mistral-3', 'pixtral', 'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma')
 DTYPES = ('float32', 'float16', 'bfloat16')
 QUANTIZATIONS = ('nf4', 'int8')
-BENCHMARK_NAMES = ('pope', 'mme')
+BENCHMARK_NAMES = ('pope', 'mme', 'amber', 'naturalbench', 'hallusionbench')
 CORRECTION_NAMES = ('vcd', 'icd', 'vdd', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty')
 

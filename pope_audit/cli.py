@@ -45,10 +45,11 @@ def cmd_probe(a):
 # %% ../nbs/90_cli.ipynb #49615ca7
 def _questions(a):
     "The whole question table named by --questions (and --labels), with --splits checked against it."
-    from pope_audit.data import load_questions, select_splits
+    from pope_audit.data import select_splits
+    from pope_audit.benchmarks import find_benchmark
     if a.labels and not a.questions: raise InputError("--labels goes with --questions (LLaVA's question file)", a.labels, field='labels')
     if not a.questions: return None
-    q, _ = load_questions(a.questions, a.labels)
+    q, _ = find_benchmark(a.questions).load(a.questions, a.labels)   # POPE's, MME's, AMBER's … question files
     select_splits(q, a.splits)
     return q
 

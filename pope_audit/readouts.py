@@ -15,7 +15,8 @@ from .tokens import LLAVA_TWO, LLAVA_EIGHT
 __all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
            'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
            'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
-           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'applicable']
+           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'naturalbench_rule',
+           'hallusion_rule', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
 SCHEMA = 'pope-audit/record/1'
@@ -42,6 +43,7 @@ class Record:
     attention: dict|None = None
     batch_size: int|None = None
     corrections: dict|None = None
+    judge: str|None = None     # a judge's reply to `text` (HallusionBench's answer files)
     schema: str = SCHEMA
 
     def __post_init__(self):
@@ -57,6 +59,7 @@ class Record:
         "JSON-ready (logit keys become strings)."
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.logits is not None: d['logits'] = {str(k): v for k, v in self.logits.items()}
+        if self.judge is None: del d['judge']                # records without one stay as they were
         return d
 
     @classmethod
@@ -117,7 +120,7 @@ class Readout:
         return self.fn(rec, tie=tie) if self.tie_sensitive else self.fn(rec)
     def applies(self, rec:Record) -> bool:
         "Does `rec` carry what this readout needs?"
-        return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text}[self.needs] is not None
+        return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text, 'judge': rec.judge}[self.needs] is not None
 
 class _Registry(dict):
     "The registered readouts; a correction's label (`vcd`, `vcd:alpha=0.5`) also resolves, to the readout of its quantities."
@@ -273,6 +276,32 @@ def mme_rule(rec):
 def lmms_mme_rule(rec):
     a = lmms_mme_answer(rec.text)
     return 'unknown' if a == 'other' else a
+
+# %% ../nbs/03_readouts.ipynb #922d7752
+from .amber import amber_answer, AMBER_GROUPS
+
+SCOPED['amber'] = AMBER_GROUPS
+
+@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
+def amber_rule(rec):
+    a = amber_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+# %% ../nbs/03_readouts.ipynb #3e76bf85
+from .naturalbench import naturalbench_answer, NATURALBENCH_SPLIT
+
+SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
+
+@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
+def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
+
+# %% ../nbs/03_readouts.ipynb #00fb947c
+from .hallusionbench import hallusion_decision, HALLUSION_GROUPS
+
+SCOPED['hallusionbench'] = HALLUSION_GROUPS
+
+@readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
+def hallusion_rule(rec): return hallusion_decision(rec.judge, rec.label)
 
 # %% ../nbs/03_readouts.ipynb #9ea9dc53
 def applicable(records:list[Record], names=None) -> list[str]:

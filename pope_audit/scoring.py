@@ -26,7 +26,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEE
            'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme')
+KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 from .choices import LAYOUTS     # every layout `load_answers` reads, as plain data for the command line's help
 
@@ -81,6 +81,13 @@ def detect_kind(path:str|os.PathLike) -> str:
     input_file(path, 'answer file')
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
     first = _first_line(path)
+    if path.suffix.lower() == '.json' and first.startswith(b'['):
+        from pope_audit.hallusionbench import is_hallusion_answers
+        if is_hallusion_answers(path): return 'hallusionbench'   # HallusionBench's rows with model_prediction
+        from pope_audit.amber import is_amber_responses
+        if is_amber_responses(path): return 'amber'      # AMBER's response file: a JSON list of {id, response}
+        from pope_audit.naturalbench import is_naturalbench_answers
+        if is_naturalbench_answers(path): return 'naturalbench'   # NaturalBench's output_file: a JSON list of responses by item
     if b'\t' not in first and (path.suffix.lower() == '.txt' or not first.startswith(b'{')): return 'lines'   # tab-separated .txt (MME's) is not
     if path.suffix.lower() == '.json' and lmms_objects(path)[0] == '0.2': return 'lmms-eval'
     for line, o in read_jsonl(path):
@@ -564,9 +571,27 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
     else:
         from pope_audit.mme import read_mme_results, read_mme_log
         recs = read_mme_log(path, kind, questions, splits, chk) if kind in ('lmms-eval', 'vlmevalkit') else None   # MME's logs: numbered as its files
+        if recs is None and kind == 'lmms-eval':
+            from pope_audit.hallusionbench import read_hallusion_log
+            recs = read_hallusion_log(path, questions, splits, chk)   # HallusionBench's log: its docs are its rows
+            if recs is None:
+                from pope_audit.naturalbench import read_naturalbench_log
+                recs = read_naturalbench_log(path, questions, splits, chk)   # NaturalBench's: one doc per item
+        if recs is None and kind == 'vlmevalkit':
+            from pope_audit.hallusionbench import read_hallusion_table
+            recs = read_hallusion_table(path, questions, splits, chk)   # VLMEvalKit's HallusionBench table
         if recs is not None: pass
         elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
         elif kind == 'mme': recs = read_mme_results(path, questions, splits, chk)
+        elif kind == 'amber':
+            from pope_audit.amber import read_amber_responses
+            recs = read_amber_responses(path, questions, splits, chk)
+        elif kind == 'naturalbench':
+            from pope_audit.naturalbench import read_naturalbench_answers
+            recs = read_naturalbench_answers(path, questions, splits, chk)
+        elif kind == 'hallusionbench':
+            from pope_audit.hallusionbench import read_hallusion_answers
+            recs = read_hallusion_answers(path, questions, splits, chk)
         elif kind == 'records': recs = read_records(path, questions, splits, chk)
         else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
@@ -574,6 +599,7 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
 
 # %% ../nbs/04a_scoring.ipynb #386eea0b
 NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text',
+         'judge': "a judge's reply (HallusionBench: a judge_reply column of the answer file)",
          'corrections': "that correction's quantities (a run made with --correction)"}
 
 def check_readouts(records:list[Record], names=None, what:str='these records') -> list[str]:
