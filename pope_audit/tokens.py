@@ -187,20 +187,24 @@ def get_template(spec:str|Template) -> Template:
 _VL = '<|vision_start|><|image_pad|><|vision_end|>'
 _HARMONY_SYSTEM = ('<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n'
                    'Current date: 2024-07-26\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. '
-                   'Channel must be included for every message.<|end|>')
+                   'Channel must be included for every message.<|end|>')   # no functions line: harmony adds it only with function tools
+_TF = 'huggingface/transformers '
 CHAT_PRESETS = [   # each model's chat template rendered for one image and one question, without the BOS its tokenizer adds
     Template('gemma-3', '<start_of_turn>user\n<start_of_image>{question}<end_of_turn>\n<start_of_turn>model\n', '',
              'Gemma 3 chat template (google/gemma-3-*-it tokenizer_config.json; shared/tokenizers/gemma-3)'),
     Template('llama-3', '<|start_header_id|>user<|end_header_id|>\n\n{question}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n', '',
-             'Llama 3.x chat template (meta-llama Llama-3.1 model card; shared/tokenizers/llama-3.1); 3.1-Instruct also opens a system turn with its dates'),
+             'Llama 3 Instruct chat template, as in shared/tokenizers/llama-3.1/tokenizer_config.json; the hub Llama-3.1-Instruct '
+             'template also opens a system turn with its dates (unverified here)'),
     Template('llama-3.2-vision', '<|start_header_id|>user<|end_header_id|>\n\n<|image|>{question}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n', '',
-             'Llama 3.2 Vision model card (meta-llama/Llama-3.2-11B-Vision-Instruct); transformers docs model_doc/mllama'),
+             _TF + 'tests/models/mllama/test_processing_mllama.py @060988b6 (expected rendering of the real mllama-11b processor: '
+             'no system turn when the message has an image)'),
     Template('qwen2.5-vl', '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n' + _VL + '{question}<|im_end|>\n<|im_start|>assistant\n', '',
-             'Qwen2.5-VL chat template (Qwen/Qwen2.5-VL-7B-Instruct chat_template.json); transformers docs model_doc/qwen2_5_vl'),
+             _TF + 'tests/models/qwen2_5_vl/test_processor_qwen2_5_vl.py @06b001ce (the Qwen2-VL/2.5-VL chat template, rendered)'),
     Template('qwen3', '<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n', '',
              'Qwen3 chat template with enable_thinking=False (Qwen/Qwen3-8B model card; shared/tokenizers/qwen3)'),
     Template('qwen3-vl', '<|im_start|>user\n' + _VL + '{question}<|im_end|>\n<|im_start|>assistant\n', '',
-             'Qwen3-VL-Instruct chat template (Qwen/Qwen3-VL-8B-Instruct model card); transformers docs model_doc/qwen3_vl'),
+             'Qwen3-VL chat template, checked against a public copy found by text search (repository not identified); '
+             "Qwen/Qwen3-VL-*-Instruct's own chat_template.json unverified"),
     Template('internvl', '<|im_start|>user\n<IMG_CONTEXT>\n{question}<|im_end|>\n<|im_start|>assistant\n', '',
              'InternVL3 -hf chat template (OpenGVLab/InternVL3-1B-hf); transformers docs model_doc/internvl'),
     Template('smolvlm', '<|im_start|>User:<image>{question}<end_of_utterance>\nAssistant:', ' ',
@@ -208,19 +212,28 @@ CHAT_PRESETS = [   # each model's chat template rendered for one image and one q
     Template('llava-onevision', '<|im_start|>user <image>\n{question}<|im_end|><|im_start|>assistant\n', '',
              'LLaVA-OneVision chat template (llava-hf/llava-onevision-qwen2-7b-ov-hf); transformers docs model_doc/llava_onevision'),
     Template('mistral-3', '[INST][IMG]{question}[/INST]', '',
-             'Mistral-Small-3.1 chat template without its default system prompt (mistralai/Mistral-Small-3.1-24B-Instruct-2503); transformers docs model_doc/mistral3'),
-    Template('pixtral', '[INST]{question}\n[IMG][/INST]', '',
-             'Pixtral chat template (mistral-community/pixtral-12b); transformers docs model_doc/pixtral'),
+             _TF + 'src/transformers/models/mistral3/convert_mistral3_weights_to_hf.py @0ef48119 (its chat template, rendered); the hub '
+             'Mistral-Small-3.1 template (copy: ggml-org/llama.cpp models/templates/mistralai-Mistral-Small-3.1-24B-Instruct-2503.jinja '
+             '@9190da22; transformers tests/models/mistral3/test_processor_mistral3.py @029f4f0a) puts its [SYSTEM_PROMPT] block first'),
+    Template('pixtral', '[INST][IMG]{question}[/INST]', '',
+             'the Pixtral-format chat template in ' + _TF + 'src/transformers/models/mistral3/convert_mistral3_weights_to_hf.py @0ef48119, '
+             "rendered; mistral-community/pixtral-12b's own template unverified (docs model_doc/pixtral.md writes '[INST][IMG]\\n...' by hand)"),
     Template('aya-vision', '<|START_OF_TURN_TOKEN|><|USER_TOKEN|><image>{question}<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>', '',
              'Aya Vision chat template (CohereLabs/aya-vision-8b); transformers docs model_doc/aya_vision'),
     Template('glm-4.1v', '[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>{question}<|assistant|>\n<think></think>\n<answer>', '',
-             'GLM-4.1V-Thinking chat template with its reasoning closed (zai-org/GLM-4.1V-9B-Thinking): the answer follows <answer>; transformers docs model_doc/glm4v'),
+             "GLM-4.1V-Thinking: the generation prompt up to '<|assistant|>\\n' checked against a public copy of its chat template "
+             "(an sglang test fixture); the closed reasoning '<think></think>\\n<answer>' after it is unverified"),
     Template('deepseek-v3', '<｜User｜>{question}<｜Assistant｜>', '',
-             'DeepSeek-V3 chat template (deepseek-ai/DeepSeek-V3 tokenizer_config.json): the answer follows the special <｜Assistant｜> directly'),
+             'vllm-project/vllm examples/tool_chat_template_deepseekv3.jinja @7531ada7, and the V3/R1 template rendered in wangqi/Jinja '
+             'Tests/Templates/ChatTemplateTests.swift @31c4dd39 (testDeepSeekR1): the answer follows the special <｜Assistant｜> directly; '
+             "deepseek-ai/DeepSeek-V3's own tokenizer_config.json unverified (V3.1 adds '</think>')"),
     Template('gpt-oss', _HARMONY_SYSTEM + '<|start|>user<|message|>{question}<|end|><|start|>assistant<|channel|>final<|message|>', '',
-             'gpt-oss harmony format (openai/gpt-oss-20b chat template; OpenAI harmony docs), date pinned to 2024-07-26: the answer is the final channel'),
+             'openai/harmony src/encoding.rs @14648ba1 (SystemContent render; docs/format.md @20cd04c1), date pinned to 2024-07-26: '
+             "completion prefix '<|start|>assistant', then the final channel a finished turn shows; the first openai/gpt-oss-20b "
+             "chat_template.jinja (copy: EchoCog/gpt-oss-20b @f81fef1d) always adds the functions line"),
     Template('paligemma', 'answer en {question}\n', '',
-             "PaliGemma prefix prompt (google/paligemma-3b-mix-224 model card): the processor puts the image tokens and <bos> before the prefix; the answer follows its '\\n'"),
+             _TF + "src/transformers/models/paligemma/processing_paligemma.py @04fb9184: build_string_from_input puts the image tokens and "
+             "<bos> before the prefix and '\\n' after it ('answer en ...' is its docstring's prefix)"),
 ]
 TEMPLATES.update({t.name: t for t in CHAT_PRESETS})
 

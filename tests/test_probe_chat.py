@@ -270,3 +270,61 @@ def test_cli_defaults_to_chat(shared):
     for name in ('gemma-3', 'llama-3', 'qwen2.5-vl', 'qwen3', 'qwen3-vl', 'internvl', 'smolvlm', 'llava-onevision', 'mistral-3', 'pixtral',
                  'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma'):
         assert TEMPLATES[name].source, name                      # each preset names where it was transcribed from
+
+
+# Each preset checked against a public primary source: the rendering that source shows (or that its template gives)
+# for one user turn, one image and a question, add_generation_prompt=True, transcribed by hand, with the BOS (or the
+# block named) cut off, and the join a finished turn shows. Where each literal comes from is in the preset's `source`.
+_HARMONY = ("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n"
+            "Current date: 2024-07-26\n\nReasoning: medium\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>")
+SOURCE_RENDERINGS = {   # name: (question, rendering as the source shows it, prefix the preset leaves out, join)
+    # transformers tests/models/mllama/test_processing_mllama.py: the pieces of expected_rendered, one <|image|>
+    'llama-3.2-vision': ('Describe this image in two sentences',
+                         '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n<|image|>Describe this image in two sentences'
+                         '<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n', '<|begin_of_text|>', ''),
+    # transformers tests/models/qwen2_5_vl/test_processor_qwen2_5_vl.py: its chat_template, rendered
+    'qwen2.5-vl': ('What is shown in this image?',
+                   '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>'
+                   'What is shown in this image?<|im_end|>\n<|im_start|>assistant\n', '', ''),
+    # a public copy of the Qwen3-VL template (no default system turn)
+    'qwen3-vl': ('What is shown in this image?',
+                 '<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is shown in this image?<|im_end|>\n<|im_start|>assistant\n', '', ''),
+    # transformers tests/models/mistral3/test_processor_mistral3.py expected_prompt (hub Mistral-Small-3.1, empty system message)
+    'mistral-3': ('What is shown in this image?', '<s>[SYSTEM_PROMPT][/SYSTEM_PROMPT][INST][IMG]What is shown in this image?[/INST]',
+                  '<s>[SYSTEM_PROMPT][/SYSTEM_PROMPT]', ''),
+    # the Pixtral-format template in transformers' convert_mistral3_weights_to_hf.py, rendered
+    'pixtral': ('What is shown in this image?', '<s>[INST][IMG]What is shown in this image?[/INST]', '<s>', ''),
+    # vllm's DeepSeek-V3 template; wangqi/Jinja testDeepSeekR1 target (same V3/R1 template)
+    'deepseek-v3': ('What is the weather in Paris today?',
+                    '<|begin_of_text|><｜User｜>What is the weather in Paris today?<｜Assistant｜>', '<|begin_of_text|>', ''),
+    # openai/harmony: the system message encoding.rs renders without function tools, the docs' example input, and
+    # the final channel of the docs' example output '<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>'
+    'gpt-oss': ('What is 2 + 2?', _HARMONY + '<|start|>user<|message|>What is 2 + 2?<|end|><|start|>assistant<|channel|>final<|message|>', '', ''),
+    # transformers processing_paligemma.py: build_string_from_input(prompt) = image tokens + bos + prompt + '\n'
+    'paligemma': ('Where is the cow standing?', '<image><bos>answer en Where is the cow standing?\n', '<image><bos>', ''),
+}
+
+
+@pytest.mark.parametrize('name', list(SOURCE_RENDERINGS))
+def test_preset_matches_its_source(name):
+    q, rendered, cut, join = SOURCE_RENDERINGS[name]
+    t = TEMPLATES[name]
+    assert rendered.startswith(cut) and t.render(q) == rendered[len(cut):]
+    assert t.sep == join
+
+
+def test_glm_generation_prompt_from_its_template():
+    # a public copy of the GLM-4.1V template renders the generation prompt below; the closed reasoning after it is the
+    # preset's own (unverified, and its source says so)
+    t = TEMPLATES['glm-4.1v']
+    gp = '[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>Describe this image.<|assistant|>\n'
+    assert t.render('Describe this image.') == gp + '<think></think>\n<answer>' and t.sep == ''
+    assert 'unverified' in t.source and 'unverified' in TEMPLATES['qwen3-vl'].source + TEMPLATES['pixtral'].source
+
+
+def test_presets_name_their_checked_files():
+    for name in ('llama-3.2-vision', 'qwen2.5-vl', 'mistral-3', 'pixtral', 'paligemma'):
+        assert TEMPLATES[name].source.startswith(('huggingface/transformers ', 'the Pixtral-format')), name
+    assert TEMPLATES['gpt-oss'].source.startswith('openai/harmony src/encoding.rs')
+    assert 'shared/tokenizers/llama-3.1' in TEMPLATES['llama-3'].source
