@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 from .core import InputError, atomic_write
-from .readouts import READOUTS, margin
+from .readouts import READOUTS, margin, applicable
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 from .scoring import read_records, predictions
 from .metrics import counted_yes, mcnemar_test, scores, confusion
@@ -109,7 +109,7 @@ def compare_runs(runs:dict[str, list], # mode → records, the reference first
                  seed:int=0) -> pd.DataFrame:
     "One row per mode, split and readout: F1, yes-rate, shift against the first mode with interval, flips, McNemar, margin change."
     ref = next(iter(runs))
-    names = [n for n in READOUTS if all(READOUTS[n].applies(r) for recs in runs.values() for r in recs)]
+    names = applicable([r for recs in runs.values() for r in recs])      # as scoring chooses them: a benchmark's own rule only on its questions
     rows = []
     for mode, recs in runs.items():
         a, b, ma, mb = _aligned(runs[ref], recs, names)
