@@ -379,5 +379,6 @@ def environment(cfg:RunConfig|None=None) -> dict:
     if cfg: env['threads'], env['threads_from'] = choose_threads(cfg.threads, cfg.processes)
     if cfg and torch:              # what the process runs with: `apply_threads`' choice, or a count set from Python
         env['threads'] = torch.get_num_threads()
-        env['threads_from'] = _APPLIED['source'] if _APPLIED.get('threads') == env['threads'] else 'torch.set_num_threads'
+        env['threads_from'] = (_APPLIED['source'] if _APPLIED.get('threads') == env['threads'] else
+                               'torch.set_num_threads' if _APPLIED else "torch's own (pope-audit set none)")
     return env

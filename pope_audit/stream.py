@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .core import InputError, input_file
-from .readouts import Record, READOUTS, check_tie, exact_tie
+from .readouts import Record, READOUTS, SCOPED, check_tie, exact_tie
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 
 # %% auto #0
@@ -224,6 +224,21 @@ def _decide(job) -> dict:
 
 
 # %% ../nbs/04c_stream.ipynb #5a8ed9cd
+def _first_split(path:Path) -> str|None:
+    "The split of the first record (a JSON line, or the Parquet export's first row): whose benchmark rules can apply by default."
+    if path.suffix == '.parquet':
+        import pyarrow.parquet as pq
+        f = pq.ParquetFile(path)
+        t = f.read_row_group(0, columns=['split']) if f.num_row_groups else None
+        return t.column('split')[0].as_py() if t is not None and t.num_rows else None
+    with open(path, 'rb') as f:
+        for raw in f:
+            if not raw.strip(): continue
+            try: o = json.loads(raw)
+            except ValueError: return None
+            return o.get('split') if isinstance(o, dict) else None
+    return None
+
 def stream_predictions(path:str|os.PathLike, # a run folder, a records.jsonl file or its Parquet export
                        names=None, # readouts to apply (default: every one that applies to every record)
                        tie:str='decoder', # tie rule of the max readouts
@@ -237,7 +252,8 @@ def stream_predictions(path:str|os.PathLike, # a run folder, a records.jsonl fil
     input_file(path, 'records file')
     for n in names or []:
         if n not in READOUTS: raise InputError(f'unknown readout {n!r}; the readouts are: {", ".join(READOUTS)}', field='readouts')
-    use = list(names or READOUTS)
+    first = None if names else _first_split(path)     # by default a benchmark's own rule (MME's, AMBER's…) only on its questions
+    use = list(names or [n for n in READOUTS if n not in SCOPED or first in SCOPED[n]])
     if path.suffix == '.parquet': parts = _parquet_parts(path, use, tie)      # columns already: one process, a batch at a time
     else:
         from pope_audit.runconfig import usable_cpus
@@ -256,6 +272,7 @@ def stream_predictions(path:str|os.PathLike, # a run folder, a records.jsonl fil
         k = df.loc[first[0]]
         raise InputError(f'duplicate record for {k.split}/{k.question_id!r} (first on line {lines[first[0]]})', path, int(lines[first[1]]), 'question_id')
     for n in use:
+        if not names and n in SCOPED and not set(df.split.cat.categories) <= set(SCOPED[n]): continue
         codes = np.concatenate([p[n] for p in parts])
         if (codes < 0).any():
             if names: raise InputError(f'readout {n!r} needs what {int((codes < 0).sum())} of the {len(codes)} records lack', path, field='readouts')
