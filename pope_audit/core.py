@@ -10,9 +10,9 @@ from typing import Iterable, Iterator
 
 # %% auto #0
 __all__ = ['STDOUT_NAMES', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file',
-           'decode_line', 'read_jsonl', 'need', 'is_number', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write',
-           'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict', 'set_logging', 'note', 'LineProgress',
-           'progress']
+           'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'repair_jsonl_tail', 'JsonlAppender',
+           'atomic_write', 'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict', 'set_logging', 'note',
+           'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -109,6 +109,17 @@ def need(obj:dict, fields:Iterable[str], file=None, line=None):
 def is_number(v) -> bool:
     "A finite int or float (a bool is not a number here)."
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+# %% ../nbs/00_core.ipynb #71b60580
+def json_list(path:str|os.PathLike, # a file that may be a benchmark's JSON question or answer list
+             ) -> list|None:
+    "The list a `.json` file holds (a byte-order mark allowed), or `None` when it is not a non-empty JSON list: for telling file formats apart."
+    p = Path(str(path))
+    if not (p.is_file() and p.suffix == '.json'): return None
+    try: doc = json.loads(p.read_bytes().decode('utf-8-sig'))
+    except (ValueError, OSError): return None
+    return doc if isinstance(doc, list) and doc else None
+
 
 # %% ../nbs/00_core.ipynb #9b792e0f
 def repair_jsonl_tail(path:str|os.PathLike) -> int:

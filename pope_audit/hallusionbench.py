@@ -8,7 +8,7 @@ import io, json, os
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file
+from .core import InputError, input_file, json_list
 from .data import question_table
 from .amber import _json_list
 
@@ -49,11 +49,8 @@ def _label(o, i, path) -> str:
 
 def is_hallusion_source(path) -> bool:
     "Is `path` HallusionBench's question file (a JSON list of rows with its key fields and gt_answer, no model output)?"
-    p = Path(str(path))
-    if not (p.is_file() and p.suffix == '.json'): return False
-    try: doc = json.loads(p.read_bytes().decode('utf-8-sig'))
-    except (ValueError, OSError): return False
-    return isinstance(doc, list) and bool(doc) and all(isinstance(o, dict) and {*HALLUSION_KEY, 'gt_answer'} <= set(o) and 'model_prediction' not in o for o in doc[:20])
+    doc = json_list(path)
+    return doc is not None and all(isinstance(o, dict) and {*HALLUSION_KEY, 'gt_answer'} <= set(o) and 'model_prediction' not in o for o in doc[:20])
 
 def read_hallusion_questions(path:str|os.PathLike, # HallusionBench.json
                              groups=None, # read only these groups (default: all three)

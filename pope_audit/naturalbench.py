@@ -8,7 +8,7 @@ import json, os, re
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file
+from .core import InputError, input_file, json_list
 from .data import question_table
 from .amber import _json_list
 
@@ -33,11 +33,8 @@ def naturalbench_answer(text:str) -> int:
 # %% ../nbs/01f_naturalbench.ipynb #1402942b
 def is_naturalbench_source(path) -> bool:
     "Is `path` a NaturalBench question file: a JSON list of [question, image, answer, type] items?"
-    p = Path(str(path))
-    if not (p.is_file() and p.suffix == '.json'): return False
-    try: doc = json.loads(p.read_bytes().decode('utf-8-sig'))
-    except (ValueError, OSError): return False
-    return isinstance(doc, list) and bool(doc) and all(isinstance(o, list) and len(o) == 4 for o in doc[:8])
+    doc = json_list(path)
+    return doc is not None and all(isinstance(o, list) and len(o) == 4 for o in doc[:8])
 
 def read_naturalbench_questions(path:str|os.PathLike, # the fine-tuning test split's test_set.json (list of [question, image, answer, type])
                                ) -> pd.DataFrame:
