@@ -56,13 +56,15 @@ def cache_dir() -> Path:
     return p
 
 # %% ../nbs/00_core.ipynb #722d358a
-import atexit, shutil
+import shutil
+from multiprocessing import util as _mp_util
 
 def scratch_dir(prefix:str='pope-audit-', # name prefix of the folder
                ) -> Path:
     "A new temporary folder, removed with everything in it when this process exits."
     p = Path(tempfile.mkdtemp(prefix=prefix))
-    atexit.register(shutil.rmtree, p, ignore_errors=True)
+    # a multiprocessing finaliser, not atexit: worker processes (nbdev_test's among them) end in os._exit, which skips atexit
+    _mp_util.Finalize(None, shutil.rmtree, args=(str(p),), kwargs=dict(ignore_errors=True), exitpriority=0)
     return p
 
 

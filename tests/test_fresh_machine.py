@@ -79,3 +79,15 @@ def test_readme_gpu_command_runs_as_written(hub, tiny_dirs, bench, tmp_path):
     m = json.loads((tmp_path/'run'/'manifest.json').read_text())
     assert m['identity']['quantization']['method'] == 'bitsandbytes-4bit'
     assert sum(1 for _ in open(tmp_path/'run'/'records.jsonl')) == 3          # one question of each split
+
+
+def test_scratch_folders_go_with_worker_processes(tmp_path):
+    "A scratch folder made in a pool worker (nbdev_test runs notebooks so) is gone when the pool ends: workers end without atexit."
+    script = ('import os, sys\nfrom concurrent.futures import ProcessPoolExecutor\nfrom pope_audit.core import scratch_dir\n'
+              'def mk(): return str(scratch_dir())\n'
+              "if __name__ == '__main__':\n"
+              '    with ProcessPoolExecutor(2) as ex: made = [ex.submit(mk).result() for _ in range(3)]\n'
+              '    print(*made, scratch_dir(), sep="\\n")\n')
+    (tmp_path/'s.py').write_text(script)
+    out = subprocess.run([sys.executable, str(tmp_path/'s.py')], capture_output=True, text=True, check=True).stdout.split()
+    assert len(out) == 4 and not any(Path(d).exists() for d in out)
