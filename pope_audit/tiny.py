@@ -17,7 +17,7 @@ __all__ = ['QWEN2VL_SPECIALS', 'WIDTH', 'NEXT_PINPOINTS', 'QFORMER_WORDS', 'TINY
            'tiny_llava_next', 'tiny_qwen2vl', 'tiny_instructblip', 'tiny_mplug_owl2', 'save_tiny', 'stand_in_image',
            'stand_in_images', 'json_tokenizer', 'tiny_qwen2_5_vl', 'tiny_qwen3_vl', 'tiny_glm4v',
            'tiny_llava_onevision', 'tiny_internvl', 'tiny_gemma3', 'tiny_paligemma', 'tiny_mllama', 'tiny_idefics3',
-           'tiny_aya_vision', 'tiny_qwen3_5', 'tiny_vipllava']
+           'tiny_aya_vision', 'tiny_mistral3', 'tiny_qwen3_5', 'tiny_vipllava']
 
 # %% ../nbs/04b_tiny.ipynb #fac7e6c9
 def llava_tokenizer():
@@ -182,6 +182,7 @@ CHAT_TEMPLATES = {   # stand-ins rendering the same text as each family's hub te
                      "<|start_header_id|>assistant<|end_header_id|>\n\n", bos='{{ bos_token }}'),
     'idefics3': _jinja("{{ m['role'] | capitalize }}:", "<image>", "<end_of_utterance>\n", "Assistant:", bos='{{ bos_token }}'),
     'vipllava': _jinja("{% if loop.first %}A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, detailed, and polite answers to the human's questions.{% endif %}###Human: ", "<image>\n", "", "###Assistant:"),
+    'mistral3': _jinja("[INST]", "[IMG]", "[/INST]", "", bos='{{ bos_token }}'),   # Mistral-Small-3.1's, without its default system prompt
     'aya_vision': _jinja("<|START_OF_TURN_TOKEN|><|USER_TOKEN|>", "<image>", "<|END_OF_TURN_TOKEN|>",
                          "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", bos='{{ bos_token }}'),
 }
@@ -320,6 +321,38 @@ def tiny_aya_vision(seed=0):
     return _seeded(AyaVisionForConditionalGeneration, cfg, seed), proc
 
 
+def _pixtral_processor():
+    "transformers' `PixtralProcessor`; without torchvision its module's one import from the torchvision image processor (a size helper) comes from the PIL one's identical helper."
+    import sys, types, importlib.util
+    from transformers.utils import is_torchvision_available
+    if is_torchvision_available():
+        from transformers import PixtralProcessor
+        return PixtralProcessor
+    import transformers.models.pixtral.image_processing_pil_pixtral as pil
+    name = 'transformers.models.pixtral.processing_pixtral'
+    if name not in sys.modules:
+        helper = types.ModuleType('transformers.models.pixtral.image_processing_pixtral')
+        helper.get_resize_output_image_size = pil.get_resize_output_image_size
+        sys.modules.setdefault(helper.__name__, helper)
+        spec = importlib.util.spec_from_file_location(name, pil.__file__.replace('image_processing_pil_pixtral', 'processing_pixtral'))
+        sys.modules[name] = mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    return sys.modules[name].PixtralProcessor
+
+def tiny_mistral3(seed=0):
+    "Mistral 3 (Pixtral vision, 2x2 patch merge; rows of `[IMG]` closed by `[IMG_BREAK]`/`[IMG_END]`); Mistral's Tekken vocabulary is not shared: Llama 3.1's stands in with Mistral's control tokens."
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, PixtralImageProcessorPil
+    tok = _tok('llama-3.1', '[INST]', '[/INST]', '[IMG]', '[IMG_BREAK]', '[IMG_END]')
+    tok.pad_token = tok.eos_token
+    ip = PixtralImageProcessorPil(size={'longest_edge': 56}, patch_size={'height': 14, 'width': 14})
+    proc = _pixtral_processor()(image_processor=ip, tokenizer=tok, patch_size=14, spatial_merge_size=2, chat_template=CHAT_TEMPLATES['mistral3'])
+    cfg = Mistral3Config(vision_config=dict(model_type='pixtral', **WIDTH, image_size=56, patch_size=14, head_dim=16),
+                         text_config=dict(model_type='mistral', **WIDTH, num_key_value_heads=2, head_dim=16, vocab_size=len(tok) + 64, sliding_window=None,
+                                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
+                         image_token_index=tok.convert_tokens_to_ids('[IMG]'), spatial_merge_size=2, vision_feature_layer=-1)
+    return _seeded(Mistral3ForConditionalGeneration, cfg, seed), proc
+
+
 
 def tiny_qwen3_5(seed=0):
     "Qwen3.5: Qwen3-VL's vision and processor over a hybrid text model (linear-attention layers with a recurrent state, and full-attention layers)."
@@ -345,7 +378,8 @@ def tiny_vipllava(seed=0):
 
 TINY_GENERIC = dict(llava_onevision=tiny_llava_onevision, qwen2_5_vl=tiny_qwen2_5_vl, qwen3_vl=tiny_qwen3_vl, qwen3_5=tiny_qwen3_5, gemma3=tiny_gemma3,
                     idefics3=tiny_idefics3, paligemma=tiny_paligemma, mllama=tiny_mllama, internvl=tiny_internvl, aya_vision=tiny_aya_vision,
-                    glm4v=tiny_glm4v, vipllava=tiny_vipllava)
+                    glm4v=tiny_glm4v, vipllava=tiny_vipllava, mistral3=tiny_mistral3)
 VOCABULARY = dict(llava_onevision='qwen3', qwen2_5_vl='qwen3', qwen3_vl='qwen3', qwen3_5='qwen3', gemma3='gemma-3', idefics3='llama-3.1',
                   paligemma='gemma-3', mllama='llama-3.1', internvl='qwen3', aya_vision='llama-3.1 (stand-in for Cohere)',
-                  glm4v='qwen3 (stand-in for GLM)', vipllava='llama-spm')   # the shared tokenizer each builder uses
+                  glm4v='qwen3 (stand-in for GLM)', vipllava='llama-spm',
+                  mistral3='llama-3.1 (stand-in for Mistral Tekken)')   # the shared tokenizer each builder uses

@@ -66,13 +66,15 @@ def llava_processor(tokenizer=None):
     return LlavaProcessor(image_processor=ip, tokenizer=tokenizer or demo_tokenizer(), patch_size=v['patch_size'],
                           vision_feature_select_strategy='default', num_additional_image_tokens=1, image_token='<image>')
 
-def qwen2vl_processor():
-    "Qwen2-VL's tokenizer and image processor (64 px pictures become 56 px: 4 merged image tokens)."
+def qwen2vl_processor(image_tokens:int=4):
+    "Qwen2-VL's tokenizer and image processor, sizing the 64 px pictures to `image_tokens` merged image tokens (4: 56 px, 16: 112 px)."
+    side = 28 * math.isqrt(image_tokens)     # a 2x2 merge of 14 px patches: 28 px per merged token, a square grid
+    if side * side != 784 * image_tokens: raise InputError(f'image_tokens must be a square number, got {image_tokens}', field='image_tokens')
     from transformers import Qwen2VLImageProcessorPil
     from pope_audit.models import QwenParts
     from pope_audit.tiny import qwen2vl_tokenizer
     (cache_dir()/'tokenizers').mkdir(exist_ok=True)     # qwen2vl_tokenizer expects it on a fresh cache
-    return QwenParts(qwen2vl_tokenizer(), Qwen2VLImageProcessorPil(size={'shortest_edge': 3136, 'longest_edge': 602112}))
+    return QwenParts(qwen2vl_tokenizer(), Qwen2VLImageProcessorPil(size={'shortest_edge': side * side, 'longest_edge': 602112}))
 
 def instructblip_processor():
     "InstructBLIP's processor at 64 px, with the stand-in WordPiece vocabulary for the Q-Former."
@@ -96,7 +98,7 @@ def tiny_vlm(seed:int=0, tokenizer=None):
     torch.manual_seed(seed)
     return _finish(LlavaForConditionalGeneration(cfg), seed), llava_processor(tokenizer)
 
-def tiny_qwen2vl_vlm(seed:int=0):
+def tiny_qwen2vl_vlm(seed:int=0, image_tokens:int=4):
     "The untrained tiny Qwen2-VL (M-RoPE, 2×2 merge, tied embeddings), its tokenizer and image processor."
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
     v = VLM
@@ -106,7 +108,7 @@ def tiny_qwen2vl_vlm(seed:int=0):
                                            mlp_ratio=2, patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
                         tie_word_embeddings=True)
     torch.manual_seed(seed)
-    return _finish(Qwen2VLForConditionalGeneration(cfg), seed), qwen2vl_processor()
+    return _finish(Qwen2VLForConditionalGeneration(cfg), seed), qwen2vl_processor(image_tokens)
 
 def tiny_instructblip_vlm(seed:int=0):
     "The untrained tiny InstructBLIP (64-px ViT, Q-Former with 32 queries, tied LLaMA) and its processor."
@@ -223,17 +225,21 @@ class Feed:
         return {i for p in self.prompts.values() for i in p} | {self.yes, self.no, self.eos, self.pad}
 
 class QwenFeed(Feed):
-    template, image_token, n_image = 'qwen2-vl', '<|image_pad|>', 4
+    template, image_token = 'qwen2-vl', '<|image_pad|>'
+    def __init__(self, model, proc, scenes):
+        self.grid = proc.image_processor(images=scenes.images[:1], return_tensors='pt')['image_grid_thw'][0].tolist()   # the processor's grid
+        self.n_image = math.prod(self.grid) // 4
+        super().__init__(model, proc, scenes)
     def end_id(self): return self.tok.convert_tokens_to_ids('<|im_end|>')
     def vision_inputs(self):
         out = self.proc.image_processor(images=self.scenes.images, return_tensors='pt')
-        assert (out['image_grid_thw'] == torch.tensor([1, 4, 4])).all()
-        return out['pixel_values'].view(len(self.scenes.images), 16, -1)
+        assert (out['image_grid_thw'] == torch.tensor(self.grid)).all()
+        return out['pixel_values'].view(len(self.scenes.images), self.grid[1] * self.grid[2], -1)
 
     def hidden(self, idx, x, m):
         img = self.tok.convert_tokens_to_ids(self.image_token)
         h = self.model.model(input_ids=x, attention_mask=m, pixel_values=self.vision[idx].flatten(0, 1),
-                             image_grid_thw=torch.tensor([[1, 4, 4]]).repeat(len(idx), 1), mm_token_type_ids=(x == img).long()).last_hidden_state
+                             image_grid_thw=torch.tensor([self.grid]).repeat(len(idx), 1), mm_token_type_ids=(x == img).long()).last_hidden_state
         return h, self.feats['x'].view(len(idx), self.n_image, -1).mean(1)
 
     def hook(self):
@@ -305,9 +311,12 @@ class TrainedRows:
 def train_tiny_vlm(family:str='llava15', # 'llava15', 'qwen2-vl' or 'instructblip'
                    steps:int=600, batch_size:int=32, lr:float=2e-3, n_scenes:int=2000, seed:int=0, aux_weight:float=1.0,
                    text_weight:float=0.3, # weight of the language-model loss on the yes/no text corpus
-                   text_batch:int=8, progress:bool=True):
+                   text_batch:int=8, progress:bool=True,
+                   image_tokens:int|None=None, # Qwen2-VL only: merged image tokens per picture (None: 4)
+                  ):
     "Train one tiny family on synthetic scenes plus the text corpus; return (model, processor, history, trained ids)."
-    model, proc = BUILDERS[family](seed)
+    if image_tokens is not None and family != 'qwen2-vl': raise InputError(f'image_tokens is a Qwen2-VL setting, not {family!r}\'s', field='image_tokens')
+    model, proc = BUILDERS[family](seed, **({} if image_tokens is None else dict(image_tokens=image_tokens)))
     feed = FEEDS[family](model, proc, Scenes(n_scenes, seed=seed + 1))
     docs = [feed.tok(d).input_ids for d in text_corpus(seed=seed)]
     used = sorted(feed.ids_used() | {i for d in docs for i in d})
@@ -419,7 +428,8 @@ def tiny_vlm_dir(family:str='llava15') -> Path:
     from safetensors.torch import save_file
     (cache_dir()/'models').mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=cache_dir()/'models'))
-    PROCESSORS[family]().save_pretrained(str(tmp))
+    tokens = json.loads((src/'training.json').read_text()).get('image_tokens')     # as trained (absent: the family's default)
+    PROCESSORS[family](**({} if tokens is None else dict(image_tokens=tokens))).save_pretrained(str(tmp))
     for f in ('config.json', 'generation_config.json', 'training.json'): shutil.copy(src/f, tmp/f)
     save_file(assemble(src), str(tmp/'model.safetensors'), metadata={'format': 'pt'})
     try: os.replace(tmp, dest)
