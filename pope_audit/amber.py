@@ -8,7 +8,7 @@ import io, json, os
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file
+from .core import InputError, input_file, decision_columns
 from .data import question_table
 
 # %% auto #0
@@ -157,7 +157,7 @@ def amber_scores(preds:pd.DataFrame, # one row per question: split (group), labe
                 ) -> pd.DataFrame:
     "Per readout and inference.py section: accuracy, P, R and F1 (No positive, x100) exactly, and as inference.py prints them."
     rows = []
-    for n in names or [c for c in preds.columns if c not in ('split', 'question_id', 'label')]:
+    for n in decision_columns(preds, names):
         for s, gs in AMBER_SECTIONS.items():
             g = preds[preds.split.isin(gs)]
             if g.empty: continue

@@ -10,9 +10,9 @@ from typing import Iterable, Iterator
 
 # %% auto #0
 __all__ = ['STDOUT_NAMES', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file',
-           'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'repair_jsonl_tail', 'JsonlAppender',
-           'atomic_write', 'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict', 'set_logging', 'note',
-           'LineProgress', 'progress']
+           'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'decision_columns', 'repair_jsonl_tail',
+           'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict',
+           'set_logging', 'note', 'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -121,6 +121,14 @@ def json_list(path:str|os.PathLike, # a file that may be a benchmark's JSON ques
     try: doc = json.loads(p.read_bytes().decode('utf-8-sig'))
     except (ValueError, OSError): return None
     return doc if isinstance(doc, list) and doc else None
+
+
+# %% ../nbs/00_core.ipynb #02938c68
+def decision_columns(preds, # a predictions table: split, question_id, label and one column of decisions per readout
+                     names=None, # the columns to score (default: every decision column)
+                    ) -> list[str]:
+    "The decision columns a benchmark scores: `names`, else every column but split, question_id and label."
+    return list(names) if names else [c for c in preds.columns if c not in ('split', 'question_id', 'label')]
 
 
 # %% ../nbs/00_core.ipynb #9b792e0f

@@ -8,7 +8,7 @@ import io, json, os
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, json_list
+from .core import InputError, input_file, json_list, decision_columns
 from .data import question_table
 from .amber import _json_list
 
@@ -129,7 +129,7 @@ def hallusion_scores(preds:pd.DataFrame, # one row per question: split, question
                     ) -> pd.DataFrame:
     "Per readout and part (Overall, VD, VS): aAcc, qAcc and fAcc (x100) exactly, and rounded to 4 places as evaluation.py prints them."
     rows = []
-    for n in names or [c for c in preds.columns if c not in ('split', 'question_id', 'label')]:
+    for n in decision_columns(preds, names):
         v = _verdicts(preds, n)
         for part, sel in (('Overall', v.category.notna()), ('VD', v.category == 'VD'), ('VS', v.category == 'VS')):
             if not sel.any(): continue

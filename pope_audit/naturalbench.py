@@ -8,7 +8,7 @@ import json, os, re
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, json_list
+from .core import InputError, input_file, json_list, decision_columns
 from .data import question_table
 from .amber import _json_list
 
@@ -110,7 +110,7 @@ def naturalbench_scores(preds:pd.DataFrame, # one row per item: question_id (pos
                        ) -> pd.DataFrame:
     "Per readout: Q-Acc, I-Acc, Acc and G-Acc exactly (x100), and as evaluation.py's get_scores prints them (fractions of 1)."
     rows = []
-    for n in names or [c for c in preds.columns if c not in ('split', 'question_id', 'label')]:
+    for n in decision_columns(preds, names):
         t = naturalbench_groups(preds, n)
         q = (t.q0_i0 & t.q0_i1).astype(int) + (t.q1_i0 & t.q1_i1).astype(int)      # each question right on both images
         i = (t.q0_i0 & t.q1_i0).astype(int) + (t.q0_i1 & t.q1_i1).astype(int)      # each image right on both questions
