@@ -248,7 +248,9 @@ def read_amber_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file of 
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and {'question_id', 'task_type'} <= set(doc0)): return None
+    from pope_audit.scoring import JoinCheck
     qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False) if r.split in AMBER_GROUPS}
+    if qs is not None and check is None: check = JoinCheck(questions, path)
     seen, out = {}, []
     for line, o in objs:
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
