@@ -197,7 +197,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
             if i not in qs: raise InputError(f'item {i} is not a yes/no item of the question set', path, line, 'doc.Index')
             if check is not None: check(qs[i], line, text=q, label=label, fields=('doc.Question', 'doc.Image', 'doc.answer'))
             q = qs[i].question
-        out.append(Record(NATURALBENCH_SPLIT, i, '' if qs is None else qs[i].image, q, label, source='lmms-eval', text=text))
+        out.append(Record(NATURALBENCH_SPLIT, i, '' if qs is None else qs[i].image, q, label, source='lmms-eval/naturalbench', text=text))
     return out
 
 # %% ../nbs/01f_naturalbench.ipynb #db7a968b

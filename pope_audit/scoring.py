@@ -756,7 +756,7 @@ def as_printed(records:list[Record]) -> list[dict]:
     "Each source tool's numbers on its own records, as that tool computes and rounds them: `{tool, split, metric, value, audited, why}`."
     out = []
     for src in dict.fromkeys(r.source for r in records):
-        key = src if src in TOOLS else src.removesuffix('/pooled')    # another qualified source (lmms-eval/amber, …) prints nothing to audit
+        key = src if src in TOOLS else src.removesuffix('/pooled')    # a benchmark's log (lmms-eval/mme, …): no POPE figures; its benchmark section has its own
         if key not in TOOLS: continue
         t, rs = TOOLS[key], [r for r in records if r.source == src]
         if t.printed: out += t.printed(rs); continue

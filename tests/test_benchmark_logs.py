@@ -148,3 +148,14 @@ def test_vlmevalkit_naturalbench_bad_input(shared, nb_table, tmp_path, capsys, e
     f = write(edit(nb_table), tmp_path/'NaturalBenchDataset_model.tsv')
     code, out, err = run(capsys, 'score', f, *(['--questions', shared/'data/naturalbench/test_set.json'] if questions else []), '--boot', '0')
     assert code == 2 and f"{f}:{row_line(f, row)}: field '{fld}'" in err and msg in err, err
+
+
+def test_benchmark_logs_print_no_pope_figures(shared, nb_table, tmp_path, capsys):
+    "lmms-eval's naturalbench task prints Q/I/G-Acc, not pope_accuracy: a benchmark's log gets no POPE-style rows under as_printed."
+    items = json.loads((shared/'data/naturalbench/test_set.json').read_text())
+    log = tmp_path/'samples_naturalbench.jsonl'
+    log.write_text(''.join(json.dumps(dict(doc_id=i, doc=dict(Index=i, Question=o[0], Question_Type='yes_no' if o[3] == 'yes_no' else 'multiple_choice',
+                                                              answer=o[2]), resps=[[o[2]]], filtered_resps=[o[2]])) + '\n' for i, o in enumerate(items)))
+    for f in (log, write(nb_table, tmp_path/'NaturalBenchDataset_model.tsv')):
+        doc = score(capsys, f)
+        assert doc['benchmark'] == 'naturalbench' and doc['as_printed'] == []
