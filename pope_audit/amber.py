@@ -247,16 +247,17 @@ def read_amber_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file of 
     from pope_audit.data import norm_label
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
-    if not (isinstance(doc0, dict) and {'question_id', 'task_type'} <= set(doc0)): return None
+    if not (isinstance(doc0, dict) and ({'question_id', 'task_type'} <= set(doc0) or 'amber_chair' in objs[0][1])): return None
     from pope_audit.scoring import JoinCheck
     qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False) if r.split in AMBER_GROUPS}
     if qs is not None and check is None: check = JoinCheck(questions, path)
     seen, out = {}, []
     for line, o in objs:
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
-        for f in ('question_id', 'task_type', 'truth'):
+        g = _amber_group(d.get('task_type', 'generative'), path, line, 'doc.task_type')   # amber_g's default is generative
+        for f in ('question_id', 'truth'):
             if d.get(f) is None: raise InputError('missing field', path, line, f'doc.{f}')
-        g, qid = _amber_group(d['task_type'], path, line, 'doc.task_type'), d['question_id']
+        qid = d['question_id']
         if isinstance(qid, bool) or not isinstance(qid, int): raise InputError(f'question_id must be an AMBER id, got {qid!r}', path, line, 'doc.question_id')
         if qid in seen: raise InputError(f'id {qid} is answered twice (first on line {seen[qid]})', path, line, 'doc.question_id')
         seen[qid] = line

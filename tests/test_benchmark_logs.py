@@ -118,6 +118,8 @@ def _log_lines(path): return path.read_text().splitlines(keepends=True)
 @pytest.mark.parametrize('edit, questions, where, msg', [
     (lambda ls: ls[:9] + [json.dumps(dict(doc_id=9, doc=dict(question_id=7, task_type='generative', truth=[], hallu=[]), resps=[['A dog.']])) + '\n'],
      False, ":10: field 'doc.task_type'", 'a generative (caption) item'),
+    (lambda ls: [json.dumps(dict(doc_id=0, doc=dict(question_id=7, truth=[], hallu=[]), resps=[['A dog.']], amber_chair={})) + '\n'] + ls[1:9],
+     False, ":1: field 'doc.task_type'", 'a generative (caption) item'),          # amber_g's own generative docs carry no task_type
     (lambda ls: ls[:9] + [ls[2]], False, ":10: field 'doc.question_id'", 'id 1007 is answered twice (first on line 3)'),
     (lambda ls: ls[:9] + [ls[2].replace('"question_id": 1007', '"question_id": 99999')], True, ":10: field 'doc.question_id'",
      'id 99999 is not a discriminative question'),
