@@ -169,6 +169,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
                           questions:pd.DataFrame|None=None, # NaturalBench's question table, to join to by Index and check against
                           splits=None, # unused: NaturalBench is one split
                           check=None, # a `scoring.JoinCheck` collecting the pairing checks
+                          notes:list|None=None, # collects the note on the multiple-choice groups lmms-eval pools
                          ) -> list|None:
     "Records from lmms-eval's NaturalBench log (one doc per item: Index, Question, Question_Type, answer), yes/no items only; None if the log is not NaturalBench's."
     from pope_audit.readouts import Record
@@ -178,12 +179,12 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and {'Index', 'Question', 'Question_Type', 'answer'} <= set(doc0)): return None
     qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False) if r.split == NATURALBENCH_SPLIT}
-    out, seen = [], {}
+    out, seen, mc = [], {}, 0
     for line, o in objs:
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
         for f in ('Index', 'Question', 'Question_Type', 'answer'):
             if d.get(f) is None: raise InputError('missing field', path, line, f'doc.{f}')
-        if d['Question_Type'] != 'yes_no': continue
+        if d['Question_Type'] != 'yes_no': mc += 1; continue
         i = d['Index']
         if isinstance(i, bool) or not isinstance(i, int) or i < 0: raise InputError(f'Index must be a whole number, got {i!r}', path, line, 'doc.Index')
         if i in seen: raise InputError(f'item {i} is answered twice (first on line {seen[i]})', path, line, 'doc.Index')
@@ -198,6 +199,9 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
             if check is not None: check(qs[i], line, text=q, label=label, fields=('doc.Question', 'doc.Image', 'doc.answer'))
             q = qs[i].question
         out.append(Record(NATURALBENCH_SPLIT, i, '' if qs is None else qs[i].image, q, label, source='lmms-eval/naturalbench', text=text))
+    if mc and notes is not None:
+        notes.append(f"{path}: lmms-eval's naturalbench aggregation also pools the log's {mc // 4} multiple-choice groups into its G/Q/I-Acc; "
+                     f'the figures here are over its {len(out) // 4} yes/no groups')
     return out
 
 # %% ../nbs/01f_naturalbench.ipynb #db7a968b

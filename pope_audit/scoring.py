@@ -576,7 +576,7 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
             recs = read_hallusion_log(path, questions, splits, chk)   # HallusionBench's log: its docs are its rows
             if recs is None:
                 from pope_audit.naturalbench import read_naturalbench_log
-                recs = read_naturalbench_log(path, questions, splits, chk)   # NaturalBench's: one doc per item
+                recs = read_naturalbench_log(path, questions, splits, chk, notes)   # NaturalBench's: one doc per item
         if recs is None and kind == 'lmms-eval':
             from pope_audit.amber import read_amber_log
             recs = read_amber_log(path, questions, splits, chk)   # amber_g's log, its discriminative docs

@@ -153,11 +153,12 @@ def test_vlmevalkit_naturalbench_bad_input(shared, nb_table, tmp_path, capsys, e
 
 
 def test_benchmark_logs_print_no_pope_figures(shared, nb_table, tmp_path, capsys):
-    "lmms-eval's naturalbench task prints Q/I/G-Acc, not pope_accuracy: a benchmark's log gets no POPE-style rows under as_printed."
+    "lmms-eval's naturalbench task prints Q/I/G-Acc, not pope_accuracy: a benchmark's log gets no POPE-style rows under as_printed; the multiple-choice groups both tools pool are named."
     items = json.loads((shared/'data/naturalbench/test_set.json').read_text())
     log = tmp_path/'samples_naturalbench.jsonl'
     log.write_text(''.join(json.dumps(dict(doc_id=i, doc=dict(Index=i, Question=o[0], Question_Type='yes_no' if o[3] == 'yes_no' else 'multiple_choice',
                                                               answer=o[2]), resps=[[o[2]]], filtered_resps=[o[2]])) + '\n' for i, o in enumerate(items)))
-    for f in (log, write(nb_table, tmp_path/'NaturalBenchDataset_model.tsv')):
+    for f, tool in ((log, "lmms-eval's naturalbench aggregation"), (write(nb_table, tmp_path/'NaturalBenchDataset_model.tsv'), "VLMEvalKit's evaluate")):
         doc = score(capsys, f)
         assert doc['benchmark'] == 'naturalbench' and doc['as_printed'] == []
+        assert any(tool in n and '107 multiple-choice groups' in n and 'its 843 yes/no groups' in n for n in doc['notes'])    # both pool them
