@@ -12,9 +12,10 @@ from .core import InputError, input_file, decision_columns
 from .data import question_table
 
 # %% auto #0
-__all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 'amber_answer', 'amber_files', 'is_amber_source',
-           'read_amber_annotations', 'read_amber_questions', 'read_amber_responses', 'is_amber_responses',
-           'amber_scores', 'inference_text', 'amber_section']
+__all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 'VLMEVAL_DIMENSIONS', 'amber_answer',
+           'amber_files', 'is_amber_source', 'read_amber_annotations', 'read_amber_questions', 'read_amber_responses',
+           'is_amber_responses', 'amber_scores', 'inference_text', 'amber_section', 'read_amber_table',
+           'read_amber_log', 'vlmeval_printed']
 
 # %% ../nbs/01d_amber.ipynb #7945469e
 AMBER_TYPES = {'discriminative-hallucination': 'amber-existence', 'discriminative-attribute-state': 'amber-state',
@@ -191,3 +192,103 @@ def amber_section(preds:pd.DataFrame) -> tuple[dict, str]:
     if 'amber' in names: parts += ['inference.py itself, on the official rule (amber):', inference_text(sc, 'amber')]
     doc = dict(amber=dict(sections=sc.to_dict('records'), inference_py={n: inference_text(sc, n) for n in names}))
     return doc, '\n'.join(parts)
+
+# %% ../nbs/01d_amber.ipynb #00abe93b
+def _amber_group(t, path, line, field) -> str:
+    "The group of AMBER type string `t`; a generative item or an unknown type is refused."
+    if t == 'generative': raise InputError("a generative (caption) item: AMBER's yes/no questions are its discriminative ones", path, line, field)
+    if t not in AMBER_TYPES: raise InputError(f'{t!r} is not an AMBER discriminative type ({", ".join(AMBER_TYPES)})', path, line, field)
+    return AMBER_TYPES[t]
+
+def read_amber_table(path:str|os.PathLike, # a VLMEvalKit result table of AMBER
+                     questions:pd.DataFrame|None=None, # AMBER's question table, to join to by image and question
+                     splits=None, # keep only these groups
+                     check=None, # a `scoring.JoinCheck` collecting the pairing checks
+                    ) -> list|None:
+    "Records from VLMEvalKit's AMBER table (category an AMBER type string), joined by image and question words; None if the table is not AMBER's."
+    from pope_audit.readouts import Record
+    from pope_audit.scoring import read_table, answer_text, JoinCheck, _pair_key
+    from pope_audit.data import norm_label, norm_qid
+    df, lines = read_table(path)
+    if not {'index', 'question', 'answer', 'category', 'image_path', 'prediction'} <= set(df.columns) or not len(df) \
+       or str(df.category.iloc[0]) not in (*AMBER_TYPES, 'generative'): return None
+    by_pair, used, out = {}, {}, []
+    if questions is not None:
+        check = check if check is not None else JoinCheck(questions, path)
+        for q in questions.itertuples(index=False):
+            if q.split in AMBER_GROUPS: by_pair.setdefault(_pair_key(q.image, q.question), []).append(q)
+    for line, r in zip(lines, df.to_dict('records')):
+        g = _amber_group(str(r['category']), path, line, 'category')
+        label, text, image = norm_label(r['answer'], path, line, 'answer'), answer_text(r['prediction'], path, line, 'prediction'), str(r['image_path'])
+        if questions is None:
+            qid = norm_qid(r['index'])
+            if qid in used: raise InputError(f'index {qid!r} appears twice (first on row {used[qid]})', path, line, 'index')
+            used[qid] = line
+            if not splits or g in splits: out.append(Record(g, qid, image, str(r['question']), label, source='vlmevalkit/amber', text=text))
+            continue
+        cands = by_pair.get(_pair_key(image, r['question']))
+        if not cands: raise InputError(f"no AMBER question asks {str(r['question'])[:60]!r} of image {image!r}: this row matches no question", path, line, 'question')
+        q = next((c for c in cands if c.question_id not in used), None)
+        if q is None: raise InputError(f'a second row for AMBER question {cands[-1].question_id} (image {image!r}; first on row {used[cands[-1].question_id]})', path, line, 'question')
+        used[q.question_id] = line
+        if q.split != g: raise InputError(f'category {r["category"]!r} is {g}, but AMBER question {q.question_id} is {q.split}', path, line, 'category')
+        check(q, line, text=str(r['question']), image=image, label=label, fields=('question', 'image_path', 'answer'))
+        if not splits or g in splits: out.append(Record(g, q.question_id, q.image, q.question, q.label, source='vlmevalkit/amber', text=text))
+    return out
+
+def read_amber_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file of amber_g whose docs are discriminative items
+                   questions:pd.DataFrame|None=None, # AMBER's question table, to join to by id and check against
+                   splits=None, # keep only these groups
+                   check=None, # a `scoring.JoinCheck` collecting the pairing checks
+                  ) -> list|None:
+    "Records from an lmms-eval amber_g log (doc: question_id, task_type, text, truth), discriminative docs only; None if the log is not AMBER's."
+    from pope_audit.readouts import Record
+    from pope_audit.scoring import lmms_objects, _first_text, answer_text
+    from pope_audit.data import norm_label
+    objs = lmms_objects(path)[1]
+    doc0 = objs[0][1].get('doc') if objs else None
+    if not (isinstance(doc0, dict) and ({'question_id', 'task_type'} <= set(doc0) or 'amber_chair' in objs[0][1])): return None
+    from pope_audit.scoring import JoinCheck
+    qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False) if r.split in AMBER_GROUPS}
+    if qs is not None and check is None: check = JoinCheck(questions, path)
+    seen, out = {}, []
+    for line, o in objs:
+        d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
+        g = _amber_group(d.get('task_type', 'generative'), path, line, 'doc.task_type')   # amber_g's default is generative
+        for f in ('question_id', 'truth'):
+            if d.get(f) is None: raise InputError('missing field', path, line, f'doc.{f}')
+        qid = d['question_id']
+        if isinstance(qid, bool) or not isinstance(qid, int): raise InputError(f'question_id must be an AMBER id, got {qid!r}', path, line, 'doc.question_id')
+        if qid in seen: raise InputError(f'id {qid} is answered twice (first on line {seen[qid]})', path, line, 'doc.question_id')
+        seen[qid] = line
+        fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
+        text = _first_text(o.get(fld))
+        if text is None: raise InputError('no response text', path, line, fld)
+        text, label, question = answer_text(text, path, line, fld), norm_label(d['truth'], path, line, 'doc.truth'), str(d.get('text') or '')
+        image = ''
+        if qs is not None:
+            if qid not in qs: raise InputError(f'id {qid} is not a discriminative question of the question set', path, line, 'doc.question_id')
+            q = qs[qid]
+            if q.split != g: raise InputError(f'task_type {d["task_type"]!r} is {g}, but AMBER question {qid} is {q.split}', path, line, 'doc.task_type')
+            check(q, line, text=question or None, label=label, fields=('doc.text', None, 'doc.truth'))
+            question, image = q.question, q.image
+        if not splits or g in splits: out.append(Record(g, qid, image, question, label, source='lmms-eval/amber', text=text))
+    return out
+
+# %% ../nbs/01d_amber.ipynb #402d1f95
+VLMEVAL_DIMENSIONS = {'Existence': 'existence', 'Attribute': 'attribute', 'Relation': 'relation'}   # AMBER_rating's names
+
+def vlmeval_printed(records:list) -> list[dict]:
+    "VLMEvalKit's AMBER_rating on `records` (YOrN_Extraction, exact matching): each dimension's accuracy and their mean, `Avg ACC`, beside the audited figures."
+    from pope_audit.readouts import READOUTS
+    ok = pd.DataFrame(dict(split=[r.split for r in records], right=[READOUTS['vlmeval_yorn'](r) == r.label for r in records]))
+    dim = {g: name for name, d in VLMEVAL_DIMENSIONS.items() for g in AMBER_DIMENSIONS[d]}
+    ok['dimension'] = ok.split.map(dim)
+    rows = []
+    for name, g in ok.groupby('dimension', sort=False):
+        v = float(g.right.mean() * 100)
+        rows.append(dict(tool='VLMEvalKit (AMBER)', split=', '.join(dict.fromkeys(g.split)), metric=name, value=v, audited=v, why=''))
+    avg, pooled = sum(r['value'] for r in rows) / len(rows), float(ok.right.mean() * 100)
+    rows.append(dict(tool='VLMEvalKit (AMBER)', split='all', metric='Avg ACC', value=avg, audited=pooled,
+                     why='' if abs(avg - pooled) < 5e-9 else f"the mean of the {len(rows)} dimensions' accuracies, not the accuracy over all {len(ok)} questions"))
+    return rows

@@ -18,6 +18,8 @@ LAYOUTS = [
     "lmms-eval sample log, 0.4 and later (…_samples_{task}.jsonl, no doc: doc_id is a position in the split's questions; needs --questions)",
     'lmms-eval output folder (one file per task: pope_adv, pope_pop, pope_random)',
     'VLMEvalKit POPE result table (.xlsx/.tsv/.csv: index a row number, category comma-joined splits, image_path, question, answer, prediction)',
+    "lmms-eval sample logs of the other benchmarks' tasks: MME, hallusion_bench_image, naturalbench, and amber_g (its discriminative docs: question_id, task_type, text, truth; a generative doc is refused)",
+    'VLMEvalKit result tables of the other benchmarks: MME, HallusionBench, AMBER (category an AMBER type string; joined by image_path and question) and NaturalBenchDataset (a type column; rows in index order, four per 2x2 group)',
     "the paper's package's predictions (pope-audit 0.1.1 on PyPI: .txt, one answer per line, aligned to the one POPE file given with --questions)",
     'a predictions table (question_id, label, split, yes/no columns)',
     "MME result folder (MME's eval_tool layout: one <subtask>.txt per subtask, image, question, answer and the model's response tab-separated)",

@@ -192,7 +192,7 @@ def read_hallusion_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file
         text = _first_text(o.get(fld))
         if text is None: raise InputError('no response text', path, line, fld)
         rows.append({**d, 'model_prediction': text})
-    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='lmms-eval')
+    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='lmms-eval/hallusionbench')
 
 # %% ../nbs/01e_hallusionbench.ipynb #f46fed8b
 def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of HallusionBench
@@ -212,4 +212,4 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
         rows.append(dict(category=str(r['category']), subcategory=str(r['l2-category']), set_id=parts[3], figure_id=parts[4], question_id=parts[5],
                          question=str(r.get('question', '')), gt_answer='1' if r['answer'] == 'Yes' else '0',
                          model_prediction=answer_text(r['prediction'], path, line, 'prediction')))
-    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='vlmevalkit')
+    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='vlmevalkit/hallusionbench')

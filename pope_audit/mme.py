@@ -284,7 +284,7 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
     rows = _log_rows(path, kind)
     if rows is None: return None
     rows = [r for r in rows if not splits or r[1] in splits]
-    if questions is None: return [Record(t, i, img, q, lab, source=kind, text=resp) for (_, t, img, q, lab, resp), i in zip(rows, _numbered(rows, path))]
+    if questions is None: return [Record(t, i, img, q, lab, source=f'{kind}/mme', text=resp) for (_, t, img, q, lab, resp), i in zip(rows, _numbered(rows, path))]
     check = check if check is not None else JoinCheck(questions, path)
     key = lambda t, img, q: (t, Path(img).name, question_core(q).lower())
     qs, used, out = {key(r.split, r.image, r.question): r for r in questions.itertuples(index=False)}, {}, []
@@ -295,5 +295,5 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
         if (t, hit.question_id) in used: raise InputError(f'a second answer to {t} question {hit.question_id} (first on line {used[t, hit.question_id]})', path, line, 'question')
         used[t, hit.question_id] = line
         check(hit, line, text=q, label=lab, fields=('question', 'image', 'answer'))
-        out.append(Record(t, hit.question_id, hit.image, hit.question, lab, source=kind, text=resp))
+        out.append(Record(t, hit.question_id, hit.image, hit.question, lab, source=f'{kind}/mme', text=resp))
     return out

@@ -13,10 +13,10 @@ from .data import question_table
 from .amber import _json_list
 
 # %% auto #0
-__all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_HUB', 'SUFFIX_YES_NO', 'naturalbench_answer',
-           'is_naturalbench_source', 'read_naturalbench_questions', 'read_naturalbench_answers',
+__all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_HUB', 'SUFFIX_YES_NO', 'NATURALBENCH_TYPES',
+           'naturalbench_answer', 'is_naturalbench_source', 'read_naturalbench_questions', 'read_naturalbench_answers',
            'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores', 'naturalbench_section',
-           'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log']
+           'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log', 'read_naturalbench_table']
 
 # %% ../nbs/01f_naturalbench.ipynb #468b36a4
 NATURALBENCH_SPLIT = 'naturalbench'
@@ -169,6 +169,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
                           questions:pd.DataFrame|None=None, # NaturalBench's question table, to join to by Index and check against
                           splits=None, # unused: NaturalBench is one split
                           check=None, # a `scoring.JoinCheck` collecting the pairing checks
+                          notes:list|None=None, # collects the note on the multiple-choice groups lmms-eval pools
                          ) -> list|None:
     "Records from lmms-eval's NaturalBench log (one doc per item: Index, Question, Question_Type, answer), yes/no items only; None if the log is not NaturalBench's."
     from pope_audit.readouts import Record
@@ -178,12 +179,12 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and {'Index', 'Question', 'Question_Type', 'answer'} <= set(doc0)): return None
     qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False) if r.split == NATURALBENCH_SPLIT}
-    out, seen = [], {}
+    out, seen, mc = [], {}, 0
     for line, o in objs:
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
         for f in ('Index', 'Question', 'Question_Type', 'answer'):
             if d.get(f) is None: raise InputError('missing field', path, line, f'doc.{f}')
-        if d['Question_Type'] != 'yes_no': continue
+        if d['Question_Type'] != 'yes_no': mc += 1; continue
         i = d['Index']
         if isinstance(i, bool) or not isinstance(i, int) or i < 0: raise InputError(f'Index must be a whole number, got {i!r}', path, line, 'doc.Index')
         if i in seen: raise InputError(f'item {i} is answered twice (first on line {seen[i]})', path, line, 'doc.Index')
@@ -197,5 +198,58 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
             if i not in qs: raise InputError(f'item {i} is not a yes/no item of the question set', path, line, 'doc.Index')
             if check is not None: check(qs[i], line, text=q, label=label, fields=('doc.Question', 'doc.Image', 'doc.answer'))
             q = qs[i].question
-        out.append(Record(NATURALBENCH_SPLIT, i, '' if qs is None else qs[i].image, q, label, source='lmms-eval', text=text))
+        out.append(Record(NATURALBENCH_SPLIT, i, '' if qs is None else qs[i].image, q, label, source='lmms-eval/naturalbench', text=text))
+    if mc and notes is not None:
+        notes.append(f"{path}: lmms-eval's naturalbench aggregation also pools the log's {mc // 4} multiple-choice groups into its G/Q/I-Acc; "
+                     f'the figures here are over its {len(out) // 4} yes/no groups')
+    return out
+
+# %% ../nbs/01f_naturalbench.ipynb #db7a968b
+NATURALBENCH_TYPES = ('yes_no', 'multiple_choice')   # VLMEvalKit's `type` column
+
+def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of NaturalBenchDataset
+                            questions:pd.DataFrame|None=None, # NaturalBench's question table: row k (in index order) is its item k
+                            splits=None, # unused: NaturalBench is one split
+                            check=None, # a `scoring.JoinCheck` collecting the pairing checks
+                            notes:list|None=None, # collects the note on multiple-choice groups VLMEvalKit pools
+                           ) -> list|None:
+    "Records from VLMEvalKit's NaturalBench table (rows in index order, four per 2x2 group), yes/no items only; None if the table is not NaturalBench's."
+    from pope_audit.readouts import Record
+    from pope_audit.scoring import read_table, answer_text, JoinCheck
+    from pope_audit.data import norm_label, norm_qid
+    df, lines = read_table(path)
+    if not {'index', 'question', 'answer', 'type', 'prediction'} <= set(df.columns) or not len(df) or str(df['type'].iloc[0]) not in NATURALBENCH_TYPES: return None
+    rows, seen = [], {}
+    for line, r in zip(lines, df.to_dict('records')):
+        k = norm_qid(r['index'])
+        if k in seen: raise InputError(f'index {k!r} appears twice (first on row {seen[k]})', path, line, 'index')
+        if str(r['type']) not in NATURALBENCH_TYPES: raise InputError(f"type is yes_no or multiple_choice, got {r['type']!r}", path, line, 'type')
+        seen[k] = line; rows.append((k, line, r))
+    rows.sort(key=lambda t: (isinstance(t[0], str), t[0]))                  # evaluate's sort_values(by='index')
+    if len(rows) % 4: raise InputError(f'{len(rows)} rows: the last 2x2 group is incomplete (NaturalBench scores whole groups of four)', path, rows[len(rows) - len(rows) % 4][1], 'index')
+    qs = None
+    if questions is not None:
+        check = check if check is not None else JoinCheck(questions, path)
+        qs = {r.question_id: r for r in questions.itertuples(index=False) if r.split == NATURALBENCH_SPLIT}
+        items = questions.attrs.get('items', max(qs, default=-1) + 1)
+        if len(rows) > items: raise InputError(f'{len(rows)} rows for a question set of {items} items: the row at position {items} in index order and on match no question', path, rows[items][1], 'index')
+    out, mc = [], 0
+    for p, (k, line, r) in enumerate(rows):
+        if len({str(t[2]['type']) for t in rows[p - p % 4:p - p % 4 + 4]}) > 1: raise InputError('a 2x2 group mixes yes_no and multiple_choice items', path, line, 'type')
+        if r['type'] != 'yes_no':
+            mc += p % 4 == 0
+            if qs is not None and p in qs: raise InputError(f'a multiple-choice row, but item {p} of the question set is a yes/no question', path, line, 'type')
+            continue
+        label, text = norm_label(r['answer'], path, line, 'answer'), answer_text(r['prediction'], path, line, 'prediction')
+        if label != ('yes', 'no', 'no', 'yes')[p % 4]:
+            raise InputError(f"{NATURALBENCH_CELLS[p % 4]} of a group is {('Yes', 'No', 'No', 'Yes')[p % 4]} (get_scores scores against that pattern), got {r['answer']!r}", path, line, 'answer')
+        question, image = str(r['question']), ''
+        if qs is not None:
+            if p not in qs: raise InputError(f'a yes/no row at position {p} in index order, but item {p} of the question set is not a yes/no question', path, line, 'type')
+            check(qs[p], line, text=question, label=label, fields=('question', None, 'answer'))
+            question, image = qs[p].question, qs[p].image
+        out.append(Record(NATURALBENCH_SPLIT, p, image, question, label, source='vlmevalkit/naturalbench', text=text))
+    if mc and notes is not None:
+        notes.append(f"{path}: VLMEvalKit's evaluate also pools the table's {mc} multiple-choice groups into its Q-Acc, I-Acc, Acc and G-Acc; "
+                     f'the figures here are over its {len(out) // 4} yes/no groups')
     return out

@@ -12,7 +12,7 @@ import pandas as pd
 from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
                              split_from_name, one_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
-from . import readouts
+from . import readouts, amber
 from .readouts import Record, READOUTS, applicable, SCHEMA
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
 
@@ -576,10 +576,19 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
             recs = read_hallusion_log(path, questions, splits, chk)   # HallusionBench's log: its docs are its rows
             if recs is None:
                 from pope_audit.naturalbench import read_naturalbench_log
-                recs = read_naturalbench_log(path, questions, splits, chk)   # NaturalBench's: one doc per item
+                recs = read_naturalbench_log(path, questions, splits, chk, notes)   # NaturalBench's: one doc per item
+        if recs is None and kind == 'lmms-eval':
+            from pope_audit.amber import read_amber_log
+            recs = read_amber_log(path, questions, splits, chk)   # amber_g's log, its discriminative docs
         if recs is None and kind == 'vlmevalkit':
             from pope_audit.hallusionbench import read_hallusion_table
             recs = read_hallusion_table(path, questions, splits, chk)   # VLMEvalKit's HallusionBench table
+            if recs is None:
+                from pope_audit.amber import read_amber_table
+                recs = read_amber_table(path, questions, splits, chk)   # its AMBER table: category an AMBER type
+            if recs is None:
+                from pope_audit.naturalbench import read_naturalbench_table
+                recs = read_naturalbench_table(path, questions, splits, chk, notes)   # its NaturalBench table: a type column
         if recs is not None: pass
         elif kind == 'lmms-eval': recs = read_lmms_log(path, questions, splits, chk, split, notes)
         elif kind == 'mme': recs = read_mme_results(path, questions, splits, chk)
@@ -721,6 +730,7 @@ class Tool:
     fmt: str
     overall: str|None = None
     why: dict = field(default_factory=dict)
+    printed: callable|None = None     # records -> as_printed rows, for a tool whose figures are not per split from a confusion
 
 TOOLS = {
     'lmms-eval': Tool('lmms-eval', 'tasks/pope/utils.py, 0.2 and later', 'lmms_exact', _lmms_eval, '{:.4f}',
@@ -735,6 +745,8 @@ TOOLS = {
     'lines': Tool("the paper's package", 'pope_audit.evaluate 0.1.1 (PyPI pope-audit)', 'lmms_exact', _paper, '{}',
                   why=dict(recall='a line that is neither "yes" nor "no" is left out of recall', precision='an unmatched line is left out of precision',
                            f1='from that precision and recall')),
+    'vlmevalkit/amber': Tool('VLMEvalKit (AMBER)', 'AMBER_rating with YOrN_Extraction, exact matching (no judge)', 'vlmeval_yorn', None, '{}',
+                             printed=lambda rs: amber.vlmeval_printed(rs)),
 }
 AUDITED = dict(pope_accuracy='accuracy', pope_precision='precision', pope_recall='recall', pope_f1_score='f1', pope_yes_ratio='yes_rate',
                Overall='f1', acc='accuracy', precision='precision', recall='recall', Accuracy='accuracy', Precision='precision',
@@ -744,8 +756,10 @@ def as_printed(records:list[Record]) -> list[dict]:
     "Each source tool's numbers on its own records, as that tool computes and rounds them: `{tool, split, metric, value, audited, why}`."
     out = []
     for src in dict.fromkeys(r.source for r in records):
-        if src.split('/')[0] not in TOOLS: continue
-        t, rs = TOOLS[src.split('/')[0]], [r for r in records if r.source == src]
+        key = src if src in TOOLS else src.removesuffix('/pooled')    # a benchmark's log (lmms-eval/mme, …): no POPE figures; its benchmark section has its own
+        if key not in TOOLS: continue
+        t, rs = TOOLS[key], [r for r in records if r.source == src]
+        if t.printed: out += t.printed(rs); continue
         groups = ([(t.overall, rs)] if t.overall else []) + [(s, [r for r in rs if r.split == s]) for s in dict.fromkeys(r.split for r in rs)]
         if src.endswith('/pooled'): groups = [('pooled', rs)]
         for split, g in groups:

@@ -96,3 +96,49 @@ def write_line_aligned(answers, questions, split, path):
     qs = questions[questions.split == split]
     Path(path).write_text(''.join(text[q] + '\n' for q in qs.question_id))
     return path
+
+
+# AMBER and NaturalBench in the peers' layouts. The answer to question j is the label, but every fifth one is, in turn, one of
+# these shapes, so that AMBER's exact rule, VLMEvalKit's YOrN_Extraction and NaturalBench's extract_answer read them differently.
+SHAPES = ['yes', 'No.', 'Yes, it is.', 'There is no {w}.', 'I am not sure.', 'Yes and no.', 'NO', '', 'Not really, yes.']
+
+
+def shaped(j, label, question=''):
+    "The answer to question j: the label (Yes/No), or every fifth one a shape from `SHAPES`."
+    if j % 5: return label.capitalize()
+    return SHAPES[(j // 5) % len(SHAPES)].format(w=(question.split() or ['it'])[-1].strip('?'))
+
+
+def amber_vlmeval_table(shared):
+    "A VLMEvalKit AMBER result table, as its AMBER.tsv rows (index, question, answer, category = AMBER's type string, image_path) plus prediction."
+    root = Path(shared)/'data/amber'
+    ann = json.loads((root/'annotations.json').read_text())
+    rows = [dict(index=j, question=o['query'], answer=ann[o['id'] - 1]['truth'], category=ann[o['id'] - 1]['type'], image_path=o['image'],
+                 prediction=shaped(j, ann[o['id'] - 1]['truth'], o['query']))
+            for j, o in enumerate(json.loads((root/'query_discriminative.json').read_text()))]
+    return pd.DataFrame(rows)
+
+
+def amber_lmms_log(shared, path):
+    "lmms-eval's amber_g `--log_samples` lines for AMBER's discriminative questions (doc: question_id, task_type, text, truth), responses `shaped`."
+    root = Path(shared)/'data/amber'
+    ann = json.loads((root/'annotations.json').read_text())
+    with open(path, 'w') as f:
+        for j, o in enumerate(json.loads((root/'query_discriminative.json').read_text())):
+            a, r = ann[o['id'] - 1], shaped(j, ann[o['id'] - 1]['truth'], o['query'])
+            doc = dict(question_id=o['id'], task_type=a['type'], text=o['query'], truth=a['truth'], hallu=[])
+            f.write(json.dumps(dict(doc_id=j, doc=doc, target=a['truth'], arguments=[], resps=[[r]], filtered_resps=[r])) + '\n')
+    return path
+
+
+NB_SUFFIX = 'Please answer Yes or No.'
+
+
+def naturalbench_vlmeval_table(shared, yes_no_only=False):
+    "A VLMEvalKit NaturalBench result table built from the fine-tuning test split (not the benchmark proper): index (item position), question (no suffix), answer, type, prediction."
+    items = json.loads((Path(shared)/'data/naturalbench/test_set.json').read_text())
+    rows = [dict(index=j, question=o[0].removesuffix(NB_SUFFIX) if o[3] == 'yes_no' else o[0], answer=o[2],
+                 type='yes_no' if o[3] == 'yes_no' else 'multiple_choice',
+                 prediction=shaped(j, o[2], o[0]) if o[3] == 'yes_no' else o[2]) for j, o in enumerate(items)]
+    t = pd.DataFrame(rows)
+    return t[t.type == 'yes_no'] if yes_no_only else t
