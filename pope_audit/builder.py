@@ -49,7 +49,9 @@ def toy_coco(objects:dict[str, list[str]]) -> dict:
     return dict(images=images, annotations=anns, categories=[dict(id=cid[c], name=c, supercategory='thing') for c in cats])
 
 # %% ../nbs/07_builder.ipynb #e89ae8cd
-def frequencies(objs:dict[str, set[str]]) -> Counter: return Counter(o for s in objs.values() for o in s)
+def frequencies(objs:dict[str, set[str]]) -> Counter:
+    "How many images each object appears in."
+    return Counter(o for s in objs.values() for o in s)
 
 def cooccurrence(objs:dict[str, set[str]]) -> Counter:
     "Counts of images containing each unordered pair of objects (both orders stored)."

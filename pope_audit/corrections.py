@@ -432,8 +432,10 @@ def counts_from_printed(precision:float, recall:float, f1:float|None=None, # as 
             out.append((a, b))
     return out
 
-def published_flip_accounting(table:pd.DataFrame=PUBLISHED_CORRECTIONS) -> pd.DataFrame:
+def published_flip_accounting(table:pd.DataFrame|None=None, # the published figures; default `PUBLISHED_CORRECTIONS`
+                             ) -> pd.DataFrame:
     "Per published figure: the unique (TP, FP), the false positives removed and true positives lost against the baseline, and what winning would have needed."
+    if table is None: table = PUBLISHED_CORRECTIONS
     rows, base = [], None
     for _, r in table.iterrows():
         found = counts_from_printed(r.precision, r.recall, r.f1)

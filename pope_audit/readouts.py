@@ -143,6 +143,7 @@ def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
     def deco(fn):
         if dict.__contains__(READOUTS, name): raise ValueError(f'a readout named {name!r} is already registered')
         READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
+        fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
     return deco
 

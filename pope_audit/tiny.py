@@ -206,6 +206,7 @@ def _qwen_text(vocab, **kw):
 QWEN_PIXELS = {'shortest_edge': 56 * 56, 'longest_edge': 112 * 112}
 
 def tiny_qwen2_5_vl(seed=0):
+    "A tiny Qwen2.5-VL (windowed vision attention) with Qwen's real tokenizer and its processor."
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLImageProcessorPil
     tok = json_tokenizer('qwen3')
     with no_video_processor(): proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessorPil(size=QWEN_PIXELS), tokenizer=tok,
@@ -215,6 +216,7 @@ def tiny_qwen2_5_vl(seed=0):
     return _seeded(Qwen2_5_VLForConditionalGeneration, cfg, seed), proc
 
 def tiny_qwen3_vl(seed=0):
+    "A tiny Qwen3-VL (interleaved M-RoPE, 16-px patches) with Qwen's real tokenizer and its processor."
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor, Qwen2VLImageProcessorPil
     tok = json_tokenizer('qwen3')
     ip = Qwen2VLImageProcessorPil(size={'shortest_edge': 64 * 64, 'longest_edge': 128 * 128}, patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3)
@@ -238,6 +240,7 @@ def tiny_glm4v(seed=0):
     return _seeded(Glm4vForConditionalGeneration, cfg, seed), proc
 
 def tiny_llava_onevision(seed=0):
+    "A tiny LLaVA-OneVision (SigLIP, anyres tiles, Qwen2 text) with Qwen's real tokenizer and its processor."
     from transformers import LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor, LlavaOnevisionImageProcessorPil, Qwen2Config
     tok = _tok('qwen3', '<image>', '<video>')
     pins = [[56, 56], [56, 112], [112, 56], [112, 112]]
@@ -250,6 +253,7 @@ def tiny_llava_onevision(seed=0):
     return _seeded(LlavaOnevisionForConditionalGeneration, cfg, seed), proc
 
 def tiny_internvl(seed=0):
+    "A tiny InternVL (pixel shuffle, Qwen2 text) with Qwen's real tokenizer and its processor."
     from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, GotOcr2ImageProcessorPil, Qwen2Config
     tok = _tok('qwen3', '<video>', start_image_token='<img>', end_image_token='</img>', context_image_token='<IMG_CONTEXT>', video_token='<video>')
     ip = GotOcr2ImageProcessorPil(size={'height': 56, 'width': 56}, crop_to_patches=False)

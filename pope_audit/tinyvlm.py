@@ -225,6 +225,7 @@ class Feed:
         return {i for p in self.prompts.values() for i in p} | {self.yes, self.no, self.eos, self.pad}
 
 class QwenFeed(Feed):
+    "Qwen2-VL's training inputs: image pads per merged patch and the processor's grid."
     template, image_token = 'qwen2-vl', '<|image_pad|>'
     def __init__(self, model, proc, scenes):
         self.grid = proc.image_processor(images=scenes.images[:1], return_tensors='pt')['image_grid_thw'][0].tolist()   # the processor's grid
@@ -246,6 +247,7 @@ class QwenFeed(Feed):
         return self.model.model.visual.merger.register_forward_hook(lambda mod, i, o: self.feats.__setitem__('x', o))
 
 class BlipFeed(Feed):
+    "InstructBLIP's training inputs: 32 query tokens in the prompt and the Q-Former's own tokens."
     template, n_image = 'instructblip', 32
     def prompt_ids(self, text): return [self.model.config.image_token_index] * self.n_image + self.tok(text).input_ids
     def decoder(self): return self.model.language_model.model
@@ -386,7 +388,9 @@ def save_vlm(model, family:str, used:list[int], folder:str|os.PathLike, info:dic
     shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
-def sd_without_rows(sd): return {k: v for k, v in sd.items() if not k.startswith('rows.')}
+def sd_without_rows(sd):
+    "A state dict without its `rows.` entries."
+    return {k: v for k, v in sd.items() if not k.startswith('rows.')}
 
 def assemble(src:str|os.PathLike) -> dict:
     "The full fp16 state dict from shipped rows: the seeded base embedding with the trained rows written in."
