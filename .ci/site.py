@@ -23,6 +23,7 @@ DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
 NOISE = re.compile(r'\S+\.py:\d+: \w*Warning: |^\s*warnings\.warn\(|it/s\]|s/it\]|\d+%\|')   # library warnings, progress bars
 CONF = '''
 project = {title!r}
+copyright = {copyright!r}
 extensions = ['myst_nb']
 html_theme = 'furo'
 html_title = {title!r}
@@ -38,7 +39,6 @@ CSS = '''
 .cell_output .output, .cell_output pre { overflow-x: auto; }
 .cell_output table { display: block; overflow-x: auto; font-size: .8em; }
 .cell_output td, .cell_output th { white-space: nowrap; padding: .2em .5em; }
-.api-entry + .highlight-python pre, .api-entry + div pre { white-space: pre-wrap; }
 '''
 
 
@@ -147,7 +147,7 @@ class Site:
         if self.src.exists(): shutil.rmtree(self.src)
         (self.src/'_static').mkdir(parents=True)
         (self.src/'_static'/'site.css').write_text(CSS)
-        (self.src/'conf.py').write_text(CONF.format(title=cfg().get('title', 'docs')))
+        (self.src/'conf.py').write_text(CONF.format(title=cfg().get('title', 'docs'), copyright=cfg().get('copyright', '')))
         for p in self.nbs:
             (self.src/self.page[p]).with_suffix('.ipynb').write_text(json.dumps(self.adapt(p), indent=1))
 
