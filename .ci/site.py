@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 root = Path(__file__).resolve().parent.parent
 DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
-NOISE = re.compile(r'\S+\.py:\d+: \w*Warning: |^\s*warnings\.warn\(|it/s\]|s/it\]|\d+%\|')   # library warnings, progress bars
+NOISE = re.compile(r'\S+\.py:\d+: \w*Warning: |^\s*warnings\.warn\(|\w+/s\]|s/it\]|\d+%\|')   # library warnings, progress bars
 CONF = '''
 project = {title!r}
 copyright = {copyright!r}

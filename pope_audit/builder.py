@@ -65,6 +65,7 @@ def rank_absent(present:set[str], vocab:list[str], score) -> list[str]:
     return sorted((o for o in vocab if o not in present), key=lambda o: (-score(o), o))
 
 # %% ../nbs/07_builder.ipynb #65bc316d
+# POPE's question, with the object's name in place of `{}`
 QUESTION = 'Is there a {} in the image?'
 
 def build_pope(coco, n_images:int=500, n_pairs:int=3, seed:int=0) -> pd.DataFrame:

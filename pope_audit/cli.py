@@ -177,6 +177,7 @@ def read_config(path:str|None) -> dict:
     return out
 
 # %% ../nbs/90_cli.ipynb #7e12a5c1
+# run settings -> the `pope-audit run` option that sets each
 RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
                  template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
                  batch_size='batch_size', device='device', processes='processes', threads='threads')

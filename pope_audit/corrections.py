@@ -456,6 +456,7 @@ def published_flip_accounting(table:pd.DataFrame|None=None, # the published figu
     return pd.DataFrame(rows)
 
 # %% ../nbs/15_corrections.ipynb #22a07f77
+# the paper's corrections as this chapter runs them
 METHODS = ('vcd', 'icd', 'vdd', 'vdd:mode=debias', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty')
 DEFECTS = ('ugaa:rows=bos', 'ugaa:window=anchor')        # the paper's own implementation defects, run as it ran them
 # the corrections, defects and controls in this chapter's table

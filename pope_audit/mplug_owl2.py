@@ -34,8 +34,10 @@ __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOw
            'load_mplug_owl2', 'MplugOwl2']
 
 # %% ../nbs/05b_mplug_owl2.ipynb #22c0f12c
+# the original mPLUG-Owl2's vision encoder settings
 VISION_DEFAULTS = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
                        image_size=448, patch_size=14, hidden_act='quick_gelu', layer_norm_eps=1e-6)
+# the original mPLUG-Owl2's visual abstractor settings
 ABSTRACTOR_DEFAULTS = dict(hidden_size=1024, num_hidden_layers=6, num_attention_heads=16, intermediate_size=2816,
                            layer_norm_eps=1e-6, encoder_hidden_size=1024, grid_size=32, num_learnable_queries=64)
 

@@ -56,7 +56,9 @@ def shard_plan(sizes:list[int], # questions per image, in plan order
     return out
 
 # %% ../nbs/06a_parallel.ipynb #e1605ced
+# the variable that names a fault point to kill a process at (tests)
 FAULT_ENV = 'POPE_AUDIT_FAULT'
+# the points a run can be killed at (tests)
 FAULT_POINTS = ('loading', 'answering', 'merging', 'cleanup', 'finishing')
 
 def fault(point:str): # one of `FAULT_POINTS`

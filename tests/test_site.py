@@ -86,3 +86,20 @@ def test_every_exported_name_documented():
             own = o.__dict__.get('__doc__') if inspect.isclass(o) else o.__doc__ if inspect.isfunction(o) else 'not a callable'
             if not (own or '').strip(): missing.append(f'{m.name}.{n}')
     assert not missing, missing
+
+
+def test_every_exported_constant_described():
+    "Each exported constant has a comment where it is defined: on the line above, or beside it."
+    import ast
+    missing = []
+    for f in sorted((root/'pope_audit').glob('[!_]*.py')):
+        src = f.read_text(); lines = src.splitlines(); tree = ast.parse(src)
+        exported = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                         and any(getattr(t, 'id', '') == '__all__' for t in n.targets)), [])
+        for n in tree.body:
+            if not isinstance(n, (ast.Assign, ast.AnnAssign)): continue
+            names = [t.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+            above = lines[n.lineno - 2].strip() if n.lineno > 1 else ''
+            described = (above.startswith('#') and not above.startswith('# %%')) or any('#' in l for l in lines[n.lineno - 1:n.end_lineno])
+            missing += [f'{f.stem}.{x}' for x in names if x in exported and not described]
+    assert not missing, missing
