@@ -39,6 +39,7 @@ CSS = '''
 .cell_output .output, .cell_output pre { overflow-x: auto; }
 .cell_output table { display: block; overflow-x: auto; font-size: .8em; }
 .cell_output td, .cell_output th { white-space: nowrap; padding: .2em .5em; }
+.cell_output .output.stderr { border-left: 3px solid #e9a178; }   /* the package's notes, beside the printed result */
 '''
 
 
