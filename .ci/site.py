@@ -209,9 +209,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='pope-audit-site-') as tmp:
-        out = Path(a.out).resolve() if a.out else Path(tmp)/'html'
-        if out.exists(): shutil.rmtree(out)
+        out = Path(tmp)/'html'               # MyST-NB writes jupyter_execute/ beside the output folder: keep it in here
         site = build(out, Path(tmp))
+        if a.out:
+            if Path(a.out).exists(): shutil.rmtree(a.out)
+            out = Path(shutil.copytree(out, a.out))
         print(f'site: {len(site.nbs)} pages, {sum(map(len, site.entries.values()))} API entries, built in {time.time() - t0:.0f} s'
               + (f' into {a.out}' if a.out else ''))
         if a.check:
