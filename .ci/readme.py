@@ -1,6 +1,6 @@
 """Render README.md from nbs/index.ipynb (nbdev's own `nbdev_readme` needs Quarto, which CI cannot install).
 
-Markdown cells are copied; code cells are shown as Python blocks (`%%bash` cells as shell blocks) with their outputs, except
+Markdown cells are copied (links to a notebook made relative to the repository root); code cells are shown as Python blocks (`%%bash` cells as shell blocks) with their outputs, except
 cells marked `#| hide`;
 directive lines (`#| ...`) are dropped. `--check` exits 1 if README.md differs from the rendering;
 `--first-command` and `--test-command` print the README's two commands (the first and second lines of its first code
@@ -19,7 +19,7 @@ def render(nb_path=root/'nbs'/'index.ipynb') -> str:
     for c in nb['cells']:
         src = ''.join(c['source'])
         if c['cell_type'] == 'markdown':
-            out.append(src.strip()); continue
+            out.append(re.sub(r'\]\(([\w.-]+\.ipynb)\)', r'](nbs/\1)', src.strip())); continue   # the README sits above nbs/
         lines = src.splitlines()
         directives = [l for l in lines if l.startswith('#|')]
         if any(re.match(r'#\|\s*hide', d) for d in directives): continue

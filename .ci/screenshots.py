@@ -1,6 +1,6 @@
 """Screenshot pages of the built docs site in headless Chromium, to look at them (not run by CI unless Chromium is there).
 
-    python .ci/docs.py --out _site
+    python .ci/site.py --out _site
     python .ci/screenshots.py [--site _site] [--out _site/screenshots] [--tiles N] [PAGE.html ...]
 
 Default pages: index.html and attention.html. Each page is rendered in a 1280-px-wide window; with `--tiles N` the
@@ -57,7 +57,7 @@ def main(argv=None):
     out = Path(a.out) if a.out else site/'screenshots'
     out.mkdir(parents=True, exist_ok=True)
     for p in a.pages:
-        if not (site/p).is_file(): sys.exit(f'no page {site/p}: build the site first (python .ci/docs.py)')
+        if not (site/p).is_file(): sys.exit(f'no page {site/p}: build the site first (python .ci/site.py --out _site)')
         png = out/(Path(p).stem + '.png')
         for old in [png, *out.glob(f'{Path(p).stem}-*.png')]: old.unlink(missing_ok=True)
         shoot(site/p, png, exe, H * a.tiles)

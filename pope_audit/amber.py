@@ -18,12 +18,16 @@ __all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 
            'read_amber_log', 'vlmeval_printed']
 
 # %% ../nbs/01d_amber.ipynb #7945469e
+# AMBER's question types -> this package's split names
 AMBER_TYPES = {'discriminative-hallucination': 'amber-existence', 'discriminative-attribute-state': 'amber-state',
                'discriminative-attribute-number': 'amber-number', 'discriminative-attribute-action': 'amber-action',
                'discriminative-relation': 'amber-relation', 'relation': 'amber-relation'}   # relation questions carry either string
+# the splits of AMBER's discriminative questions
 AMBER_GROUPS = ('amber-existence', 'amber-state', 'amber-number', 'amber-action', 'amber-relation')
+# AMBER's three dimensions -> their splits
 AMBER_DIMENSIONS = {'existence': ('amber-existence',), 'attribute': ('amber-state', 'amber-number', 'amber-action'),
                     'relation': ('amber-relation',)}
+# the sections AMBER's own script prints (its spelling) -> their splits
 AMBER_SECTIONS = {'Descriminative Task': AMBER_GROUPS, 'Exsitence': ('amber-existence',), 'Attribute': AMBER_DIMENSIONS['attribute'],
                   'State': ('amber-state',), 'Number': ('amber-number',), 'Action': ('amber-action',),
                   'Relation': ('amber-relation',)}   # inference.py's printed blocks, its spelling and order

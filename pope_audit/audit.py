@@ -25,9 +25,12 @@ __all__ = ['TRANSFERRED', 'AUDIT_READOUTS', 'READOUT_NAMES', 'VERDICTS', 'transf
 
 # %% ../nbs/16_audit.ipynb #a92b0733
 TRANSFERRED = {'two_token': LLAVA_TWO, 'eight_token': LLAVA_EIGHT}   # readouts that carry LLaVA-1.5's ids to any model
+# the readouts of the audit table (the paper's second table)
 AUDIT_READOUTS = ('two_token', 'eight_token', 'derived', 'pope_parse')
+# each audit readout's column name
 READOUT_NAMES = {'two_token': 'LLaVA-1.5 two ids', 'eight_token': 'LLaVA-1.5 eight ids', 'derived': "own tokenizer's ids",
                  'pope_parse': 'string parse'}
+# what transferred ids mean in a vocabulary: verdict -> explanation
 VERDICTS = {
     'transfers': 'each side holds an id this model starts its answer with',
     'excluded': 'the ids spell yes/no here but none on one side starts the answer: the readout compares tokens the model does not emit (candidate exclusion)',

@@ -70,6 +70,7 @@ def _mme_load(sources, labels=None, splits=None):
 
 def _mme_headline(preds:pd.DataFrame) -> pd.DataFrame: return mme.mme_scores(preds)
 
+# the benchmark registry: name -> `Benchmark`
 BENCHMARKS: dict[str, Benchmark] = {}
 
 def register(b:Benchmark) -> Benchmark:

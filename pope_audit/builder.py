@@ -49,7 +49,9 @@ def toy_coco(objects:dict[str, list[str]]) -> dict:
     return dict(images=images, annotations=anns, categories=[dict(id=cid[c], name=c, supercategory='thing') for c in cats])
 
 # %% ../nbs/07_builder.ipynb #e89ae8cd
-def frequencies(objs:dict[str, set[str]]) -> Counter: return Counter(o for s in objs.values() for o in s)
+def frequencies(objs:dict[str, set[str]]) -> Counter:
+    "How many images each object appears in."
+    return Counter(o for s in objs.values() for o in s)
 
 def cooccurrence(objs:dict[str, set[str]]) -> Counter:
     "Counts of images containing each unordered pair of objects (both orders stored)."
@@ -63,6 +65,7 @@ def rank_absent(present:set[str], vocab:list[str], score) -> list[str]:
     return sorted((o for o in vocab if o not in present), key=lambda o: (-score(o), o))
 
 # %% ../nbs/07_builder.ipynb #65bc316d
+# POPE's question, with the object's name in place of `{}`
 QUESTION = 'Is there a {} in the image?'
 
 def build_pope(coco, n_images:int=500, n_pairs:int=3, seed:int=0) -> pd.DataFrame:

@@ -7,10 +7,14 @@ __all__ = ['READOUT_NAMES', 'TIE_RULES', 'KINDS', 'LAYOUTS', 'POLICIES', 'TEMPLA
            'BENCHMARK_NAMES', 'CORRECTION_NAMES']
 
 # %% ../nbs/00b_choices.ipynb #94722102
+# every registered readout's name (`--readouts`, `ls readouts`)
 READOUT_NAMES = ('two_token', 'eight_token', 'derived', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vlmeval_yorn',
                  'mme', 'lmms_mme', 'amber', 'naturalbench', 'hallusionbench')
+# the tie rules a max readout takes (`--ties`)
 TIE_RULES = ('decoder', 'ge')
+# the answer-file kinds `score` reads (`--kind`)
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
+# the answer-file layouts `score` recognises, in words (`ls`)
 LAYOUTS = [
     "LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
     'lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)',
@@ -28,12 +32,18 @@ LAYOUTS = [
     "HallusionBench result JSON (its rows with model_prediction, and a judge's reply in judge_reply when there is one)",
     'a pope-audit run folder or records.jsonl',
 ]
+# what an unknown answer counts as (`--unknown`)
 POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval', 'vlmevalkit')
+# the prompt-template presets (`--template`)
 TEMPLATE_NAMES = ('llava15', 'llava15-single-word', 'llava15-vicuna', 'llava-next-mistral', 'qwen2-vl', 'instructblip', 'mplug-owl2',
                   'gemma-3', 'llama-3', 'llama-3.2-vision', 'qwen2.5-vl', 'qwen3', 'qwen3-vl', 'internvl', 'smolvlm', 'llava-onevision',
                   'mistral-3', 'pixtral', 'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma')
+# the dtypes a model runs in (`--dtype`)
 DTYPES = ('float32', 'float16', 'bfloat16')
+# the weight quantizations (`--quantization`)
 QUANTIZATIONS = ('nf4', 'int8')
+# the benchmarks `run` and `score` know (`--benchmark`)
 BENCHMARK_NAMES = ('pope', 'mme', 'amber', 'naturalbench', 'hallusionbench')
+# the shipped inference-time corrections (`--correction`)
 CORRECTION_NAMES = ('vcd', 'icd', 'vdd', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty')
 

@@ -35,6 +35,7 @@ def probe_setup(a) -> tuple:
     return tok, template, join
 
 def cmd_probe(a):
+    "`pope-audit probe`: which ids a yes/no answer takes under a template, and which are excluded."
     from pope_audit.tokens import probe, check_ids, probe_text
     tok, template, join = probe_setup(a)
     pr = probe(tok, template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''), join=join)
@@ -78,6 +79,7 @@ def _answers(a, path, names=None):
     return load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
 
 def cmd_score(a):
+    "`pope-audit score`: answer files or records scored under every applicable readout."
     from pope_audit.scoring import score_summary, summary_text, summary_json
     from pope_audit.runstatus import run_status, status_text
     sts = [run_status(p) for p in a.answers]      # each run folder: refused if unsound, else complete or how many questions it lacks
@@ -175,6 +177,7 @@ def read_config(path:str|None) -> dict:
     return out
 
 # %% ../nbs/90_cli.ipynb #7e12a5c1
+# run settings -> the `pope-audit run` option that sets each
 RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
                  template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
                  batch_size='batch_size', device='device', processes='processes', threads='threads')
@@ -205,10 +208,12 @@ def run_config(a) -> 'RunConfig':
     return check_machine(from_settings(s.pop('model'), **s))
 
 def LOG_QUIET():
+    "Is `--quiet` in force (no notes, no progress)?"
     from pope_audit.core import LOG
     return LOG['quiet']
 
 def cmd_run(a):
+    "`pope-audit run`: a VLM run on a benchmark's questions, one record per question."
     import os
     from pope_audit.inference import run
     from pope_audit.runconfig import apply_threads
@@ -233,6 +238,7 @@ def cmd_run(a):
 
 # %% ../nbs/90_cli.ipynb #26205c24
 def cmd_reconstruct(a):
+    "`pope-audit reconstruct`: the paper's gap from its confusion matrices, or the flips between two readouts of a run."
     from pope_audit.reconstruct import paper_reconstruction, reconstruct_records
     if a.run is None:
         t = paper_reconstruction()
@@ -263,6 +269,7 @@ def cmd_reconstruct(a):
     print(f'identity check: F1 of {a.b} predicted from {a.a} and the flip rates {"equals" if ok else "DIFFERS FROM"} the measured F1')
 
 def cmd_report(a):
+    "`pope-audit report`: the Markdown + HTML report of a run folder or an answer file."
     from pope_audit.report import write_report
     from pope_audit.runstatus import run_status, status_text
     st = run_status(a.run)                        # a run folder: refused if unsound, else complete or how many questions it lacks
@@ -288,6 +295,7 @@ def auto_threads():
     return apply_threads(RunConfig(model='the shipped tiny models'))
 
 def cmd_demo(a):
+    "`pope-audit demo`: the built-in audit (synthetic POPE, tiny trained VLM, every readout, a report)."
     import time
     from pope_audit.demo import demo, demo_summary
     t0 = time.time()
@@ -343,6 +351,7 @@ def _shared_settings(a) -> dict:
     return {k: v for k, v in s.items() if v is not None}
 
 def cmd_audit(a):
+    "`pope-audit audit`: several models on one question set under the paper's readouts."
     from pope_audit.audit import audit, audit_demo
     auto_threads()
     if a.demo: t = audit_demo(a.out or 'pope-audit-demo', **_demo_images(a), quiet=a.json)
@@ -358,6 +367,7 @@ def cmd_audit(a):
     if a.json: return t.to_dict('records')
 
 def cmd_precision(a):
+    "`pope-audit precision`: the same questions at several precisions, each against a repeat of the highest."
     from pope_audit.precision import precision_audit, precision_demo
     auto_threads()
     if a.demo: t = precision_demo(a.out or 'pope-precision-demo', a.precisions, **_demo_images(a),
@@ -369,6 +379,7 @@ def cmd_precision(a):
 
 # %% ../nbs/90_cli.ipynb #5a1c7e28
 def cmd_lint(a):
+    "`pope-audit lint`: the yes/no readout in evaluation code, checked against the model's tokenizer and template."
     from pope_audit.lint import lint
     tok, template, join = probe_setup(a)
     r = lint(a.paths, tok, template, a.exclude or (), name=a.tokenizer, join=join)

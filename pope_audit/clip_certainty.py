@@ -24,6 +24,7 @@ __all__ = ['NOUN', 'TINY_CLIP', 'SPECIAL', 'PROMPT_WORDS', 'PROMPTS', 'CLIP_ASSE
            'build_tiny_clip', 'load_clip', 'is_tiny_vlm', 'ClipCertainty']
 
 # %% ../nbs/15b_clip.ipynb #ac9731a2
+# the object named by a POPE question
 NOUN = re.compile(r'\bis\s+there\s+an?\s+(.+?)\s+in\s+the\s+image\b', re.I)
 
 def object_noun(question:str, # a POPE question
@@ -49,9 +50,13 @@ def crops(image, # a PIL picture
     return [image.crop(b) for b in crop_boxes(image.size, grid)]
 
 # %% ../nbs/15b_clip.ipynb #5dd7beba
+# the small CLIP's size
 TINY_CLIP = dict(width=64, layers=2, heads=4, mlp=128, image_size=32, patch_size=8, projection_dim=32, max_words=16)
+# the small CLIP tokenizer's special tokens
 SPECIAL = ('[PAD]', '[UNK]', '[BOS]', '[EOS]')
+# the words of the small CLIP's prompts
 PROMPT_WORDS = ('a', 'an', 'the', 'photo', 'picture', 'of', 'there', 'is', 'in', 'image')
+# the captions the small CLIP is trained on, the class name in place of `{}`
 PROMPTS = ('{}', 'a {}', 'a photo of a {}', 'a picture of a {}', 'there is a {} in the image')
 
 def clip_tokenizer():
@@ -221,6 +226,7 @@ def calibrate(df:pd.DataFrame, # `heldout_max_cos`'s frame
                 auroc=auroc(df.max_cos, np.where(df.present, 'yes', 'no')))
 
 # %% ../nbs/15b_clip.ipynb #d38769fd
+# the shipped small CLIP's folder under the package's assets
 CLIP_ASSET = 'tiny-clip-shapes'
 REAL_CLIP = dict(model='openai/clip-vit-base-patch32', k=20.0, c0=0.22)   # the anchor's CLIP and sigmoid constants
 

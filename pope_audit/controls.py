@@ -73,6 +73,7 @@ def _row(name, g, pred, base, score, cost, frozen=float('nan'), noop=''):
                 needed=needed_ratio(sb['f1'], towards), mcnemar_p=mcnemar_test(base, pred, lab)['pvalue'], f1_matched=matched,
                 auroc=auroc(score, lab), frozen=frozen, noop=noop, cost=cost)
 
+# the columns of a corrections-with-controls table
 TABLE_COLS = ['readout', 'split', 'f1', 'precision', 'recall', 'yes_rate', 'right', 'wrong', 'needed', 'mcnemar_p', 'f1_matched', 'auroc', 'frozen', 'noop', 'cost']
 
 def controls(records, # records of one run (with corrections)

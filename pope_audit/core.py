@@ -182,6 +182,7 @@ def sha256_file(path:str|os.PathLike) -> str:
     return h.hexdigest()
 
 # %% ../nbs/00_core.ipynb #c90be66e
+# output names that mean a standard stream, not a file
 STDOUT_NAMES = ('-', '/dev/stdout', '/dev/stderr')
 
 def same_file(a:str|os.PathLike, b:str|os.PathLike) -> bool:
@@ -238,6 +239,7 @@ def dumps_strict(o, **kw) -> str:
     return json.dumps(jsonable(o), allow_nan=False, default=str, **kw)
 
 # %% ../nbs/00_core.ipynb #5b519223
+# where notes go: quiet, verbose, and the log file
 LOG = dict(quiet=False, verbose=False, file=None)
 
 def set_logging(quiet:bool=False, # only errors and results

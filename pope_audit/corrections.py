@@ -64,6 +64,7 @@ def contrast_quantities(z:torch.Tensor, # [B, V] baseline logits
     return dict(delta=delta, tau=torch.where(frozen, torch.zeros_like(delta), kept), tau_free=tau_free, frozen=frozen, delta_cf=delta_cf)
 
 # %% ../nbs/15_corrections.ipynb #9d281963
+# what a correction may need from a run, in words
 PARTS = {'extra_forward': 'one more forward pass per question',
          'counterfactual_image': "the image's preprocessed pixel tensor, to distort",
          'counterfactual_prompt': 'an instruction placed before the image',
@@ -72,6 +73,7 @@ PARTS = {'extra_forward': 'one more forward pass per question',
          'attention_capture': "decoder attention routed through the engine's attention function, to read",
          'external_encoder': 'an encoder outside the VLM (e.g. CLIP)'}
 
+# the correction registry: name -> class
 CORRECTIONS: dict[str, type] = {}
 
 @dataclasses.dataclass
@@ -278,6 +280,7 @@ class VCD(Contrastive):
         return batched_logits(w.engine, noisy, w.engine.prefix(noisy), w.batch_size)
 
 # %% ../nbs/15_corrections.ipynb #feb4bed1
+# ICD's disturbance instructions
 DISTURBANCES = ('You are an object detector to recognize every different objects.',
                 'You are an object detector to recognize every different objects by focusing the shapes, colors and relationships of objects.',
                 'I want you avoid any specific identification or categorization of the objects depicted.',
@@ -411,6 +414,7 @@ def correct_image(engine:TapEngine, # the engine that just answered this image
     return out
 
 # %% ../nbs/15_corrections.ipynb #5da77642
+# the published corrections' printed F1, precision and recall against their baseline
 PUBLISHED_CORRECTIONS = pd.DataFrame([
     dict(method='baseline (eight-token)', beta=None, f1=0.8221, precision=0.8658, recall=0.7827),
     dict(method='grounding (attention entropy)', beta=1.0, f1=0.8164, precision=0.9023, recall=0.7453),
@@ -432,8 +436,10 @@ def counts_from_printed(precision:float, recall:float, f1:float|None=None, # as 
             out.append((a, b))
     return out
 
-def published_flip_accounting(table:pd.DataFrame=PUBLISHED_CORRECTIONS) -> pd.DataFrame:
+def published_flip_accounting(table:pd.DataFrame|None=None, # the published figures; default `PUBLISHED_CORRECTIONS`
+                             ) -> pd.DataFrame:
     "Per published figure: the unique (TP, FP), the false positives removed and true positives lost against the baseline, and what winning would have needed."
+    if table is None: table = PUBLISHED_CORRECTIONS
     rows, base = [], None
     for _, r in table.iterrows():
         found = counts_from_printed(r.precision, r.recall, r.f1)
@@ -450,8 +456,10 @@ def published_flip_accounting(table:pd.DataFrame=PUBLISHED_CORRECTIONS) -> pd.Da
     return pd.DataFrame(rows)
 
 # %% ../nbs/15_corrections.ipynb #22a07f77
+# the paper's corrections as this chapter runs them
 METHODS = ('vcd', 'icd', 'vdd', 'vdd:mode=debias', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty')
 DEFECTS = ('ugaa:rows=bos', 'ugaa:window=anchor')        # the paper's own implementation defects, run as it ran them
+# the corrections, defects and controls in this chapter's table
 TABLE_SPECS = METHODS + DEFECTS + ('vcd:apc_beta=none', 'icd:apc_beta=none', 'vdd:apc_beta=none')
 
 def run_controls(run_dir) -> pd.DataFrame:

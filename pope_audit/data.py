@@ -19,7 +19,9 @@ __all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA
            'ImageFolder', 'split_digest', 'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
 
 # %% ../nbs/01_data.ipynb #820fa62d
+# POPE's three splits
 SPLITS = ('adversarial', 'popular', 'random')
+# the columns of a question table
 COLUMNS = ['split', 'question_id', 'image', 'question', 'label']
 
 def norm_qid(v):
@@ -126,6 +128,7 @@ def read_pope_files(paths:Iterable[str|os.PathLike]) -> pd.DataFrame:
     return df
 
 # %% ../nbs/01_data.ipynb #3dc57cb1
+# answer instructions that question files append to a question
 INSTRUCTION_SUFFIXES = ('Answer the question using a single word or phrase.', 'Please answer yes or no.',
                         'Answer yes or no.', 'Please answer this question with one word.')
 KNOWN_WORDINGS = {'imange': 'image'}   # LLaVA's copy of POPE
@@ -257,6 +260,7 @@ class ImageFolder:
     def __repr__(self): return f'ImageFolder({str(self.root)!r})'
 
 # %% ../nbs/01_data.ipynb #240cd941
+# fingerprints of the question-set copies in circulation, by name
 KNOWN_VERSIONS = {
     ('adversarial', 3000, 'd95e5bca305f2021'): 'POPE official (COCO, POPE repository)',
     ('popular', 3000, '5641e62daabe62a5'): 'POPE official (COCO, POPE repository)',

@@ -15,10 +15,12 @@ from .report import write_report
 __all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'demo', 'demo_summary']
 
 # %% ../nbs/14_demo.ipynb #26d3de90
+# the report's command for the same audit on a real model and a GPU
 GPU_COMMAND = ('pope-audit run --model llava-hf/llava-1.5-7b-hf --load-in-4bit --template llava15 --attention '
                '--questions POPE/output/coco --images coco/val2014 --out runs/llava15-7b-nf4 && '
                'pope-audit report runs/llava15-7b-nf4')
 
+# the report's caveat: the demo's numbers come from a tiny synthetic model
 DEMO_NOTE = ('These numbers come from a tiny synthetic model: the LLaVA-1.5 architecture at toy size (a 2-layer, 128-wide '
              'vision tower, a 4-layer, 128-wide Llama, 16 image tokens) with the real LLaMA tokenizer and the LLaVA-1.5 template, '
              'trained on rendered scenes of ten shapes and on a little text in which every yes/no spelling occurs, and evaluated on a '

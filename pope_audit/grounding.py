@@ -97,6 +97,7 @@ class ImageScale(Route):
         return torch.cat([s[:, :, :-1], torch.where(img, last * self.w.to(s)[:, None, None, None], last)], 2)
 
 # %% ../nbs/15a_grounding.ipynb #e0efe6ad
+# words that name a spatial relation
 SPATIAL_WORDS = frozenset('in on at near left right above below under over behind beside between inside outside top bottom '
                           'front back next beneath underneath around across along against among within onto into upon by '
                           'off up down middle center centre corner side edge far close opposite toward towards through past '

@@ -19,7 +19,9 @@ __all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_HUB',
 
 # %% ../nbs/01e_hallusionbench.ipynb #967a0cb8
 HALLUSION_GROUPS = ('hallusion-VD', 'hallusion-VS', 'hallusion-VS-noimage')   # visual dependent; visual supplement with and without its image
+# the fields that identify a HallusionBench question
 HALLUSION_KEY = ('category', 'subcategory', 'set_id', 'figure_id', 'question_id')
+# the column holding a judge's reply
 JUDGE_COLUMN = 'judge_reply'
 
 def hallusion_verdict(reply:str) -> str:
@@ -157,6 +159,7 @@ def hallusion_section(preds:pd.DataFrame) -> tuple[dict, str]:
     return doc, '\n'.join(parts)
 
 # %% ../nbs/01e_hallusionbench.ipynb #3cc0b869
+# the HallusionBench hub dataset: id, split and its columns in words
 HALLUSION_HUB = dict(id='lmms-lab/HallusionBench', split='image', columns=dict(
     category='VD or VS', subcategory='chart, table, map, …', set_id='the set', figure_id='the figure (0: the original; in VS, no image)',
     question_id='the question within its set', question='the question', gt_answer="'1' yes, '0' no", filename='the image file', image='the image'))

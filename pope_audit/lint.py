@@ -20,6 +20,7 @@ __all__ = ['MAX_BYTES', 'SKIP_DIRS', 'LABEL_WORDS', 'LOGITS', 'SHAPES', 'MIN_ID'
 
 # %% ../nbs/18_lint.ipynb #6430dbcf
 MAX_BYTES = 2_000_000             # larger than any evaluation script; a data file or a bundle if bigger
+# folders lint never enters
 SKIP_DIRS = {'.git', '.venv', 'venv', '__pycache__', 'node_modules', '.ipynb_checkpoints', '.tox', 'build', 'dist'}
 
 @dataclass
@@ -98,6 +99,7 @@ def yes_no_of(name:str) -> str|None:
     y, n = 'yes' in parts, 'no' in parts   # pope-audit: ok  (lint's own word matching, not a readout)
     return 'yes' if y and not n else 'no' if n and not y else None
 
+# names that mark a gold label
 LABEL_WORDS = {'label', 'labels', 'gt', 'gts', 'gold', 'golds', 'truth', 'target', 'targets', 'ground', 'reference', 'ref', 'expected'}
 def label_ish(name:str) -> bool:
     "Does a name refer to the gold label (`label`, `gt_answer`, `ground_truth`, ...)?"
@@ -139,7 +141,9 @@ def _src(s:Source, node, width=90) -> str:
     seg = ' '.join(seg.split())
     return seg if len(seg) <= width else seg[:width - 1] + '…'
 
+# names that mark logits or scores
 LOGITS = re.compile(r'logit|score|prob', re.I)
+# attributes that describe a tensor, not its values
 SHAPES = {'shape', 'ndim', 'size', 'dim', 'device', 'dtype', 'stride', 'len'}
 MIN_ID = 10          # below this an unnamed literal is a position, a dimension or a count, not a yes/no token
 
@@ -217,6 +221,7 @@ def find_ids(s:Source, tree) -> list[Find]:
     return out
 
 # %% ../nbs/18_lint.ipynb #5315bc1e
+# names that mark a tokenizer or processor
 TOKENIZERS = re.compile(r'tok|processor', re.I)
 
 def _const_str(node):
@@ -232,6 +237,7 @@ def _about_yes_no(node, value) -> str|None:
     if isinstance(value, list): return next((yes_no_text(v) for v in value if yes_no_text(v)), None)
     return next((yes_no_of(x) for x in names_in(node) if yes_no_of(x) and set(name_parts(x)) <= WORD_PARTS), None)
 
+# name parts that mark a yes/no word or token
 WORD_PARTS = {'yes', 'no', 'word', 'words', 'token', 'tok', 'text', 'str', 'string', 'answer', 'form', 'surface'}
 
 def _indexes(call) -> tuple[list, ast.AST]:
@@ -281,6 +287,7 @@ def find_lookups(s:Source, tree) -> list[Find]:
     return out
 
 # %% ../nbs/18_lint.ipynb #a41346dd
+# the replies a found parser is run on
 BATTERY = ['Yes', 'yes', 'Yes.', 'Yes, there is a dog in the image.', 'NO', 'No.', 'Nope', 'None', 'Not sure',
            'There is no dog in the image.', 'I cannot tell', 'Yes and no', '']
 
@@ -290,9 +297,11 @@ def greedy_reading(text:str) -> str:
     w = m[1].lower() if m else ''
     return w if w in ('yes', 'no') else 'unknown'
 
+# the fix lint suggests for a text parser
 PARSER_FIX = "read the first word, as greedy decoding does: m = re.match(r'\\W*(yes|no)\\b', text, re.I); pred = m[1].lower() if m else 'unknown'"
 
 # %% ../nbs/18_lint.ipynb #c46d525c
+# the finding for a decision that reads the gold label
 LABEL_READ = 'the decision reads the gold label'
 
 class Unmodelled(Exception):
@@ -309,11 +318,15 @@ class _Label:
 class _Stop(Exception):
     def __init__(self, kind, value=None): self.kind, self.value = kind, value
 
+# string methods a parser may call when lint runs it
 STR_METHODS = {'lower', 'upper', 'casefold', 'strip', 'lstrip', 'rstrip', 'split', 'rsplit', 'splitlines', 'startswith', 'endswith',
                'find', 'rfind', 'index', 'replace', 'count', 'capitalize', 'title', 'join', 'partition', 'rpartition', 'isalpha', 'isdigit'}
+# `re` functions a parser may call when lint runs it
 RE_FUNCS = {'search', 'match', 'fullmatch', 'findall', 'sub', 'split', 'compile', 'escape'}
+# built-ins a parser may call when lint runs it
 SAFE_FUNCS = {'any': any, 'all': all, 'len': len, 'str': str, 'list': list, 'tuple': tuple, 'set': set, 'bool': bool,
               'sorted': sorted, 'enumerate': enumerate, 'zip': zip, 'reversed': reversed, 'frozenset': frozenset}
+# a parser's return value -> yes / no
 OUTCOMES = {True: 'yes', False: 'no', 1: 'yes', 0: 'no'}
 
 def outcome_of(v) -> str:
@@ -551,6 +564,7 @@ def model_reading(unit:'ast.AST', params:list[str], consts:dict, answer:str, lab
     return res, m
 
 # %% ../nbs/18_lint.ipynb #2c78065a
+# the yes/no words lint looks for in a parser's string constants
 NEG_HINT = {'yes', 'no', 'not', 'nope'}
 LOCAL_FUNCS = ' functions'          # where the module's own function names sit among its constants (no name can clash)
 
@@ -630,6 +644,7 @@ def _gives_answer(unit) -> bool:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == 'append' and n.args and _decides(n.args[0]): return True
     return False
 
+# string methods that mark code working on free text, not on decided labels
 TEXT_METHODS = {'lower', 'upper', 'casefold', 'strip', 'startswith', 'endswith', 'split', 'find', 'replace'}
 
 def _reads_text(unit) -> bool:
@@ -665,7 +680,9 @@ def find_parsers(s:Source, tree) -> list[Find]:
     return out
 
 # %% ../nbs/18_lint.ipynb #1cf859fc
+# the verdicts that make lint fail
 WRONG = ('excluded', 'unrelated', 'special', 'disagrees', 'label-dependent')
+# the verdicts, best first, as the report lists them
 ORDER = ['derived', 'agrees', 'suspect', 'excluded', 'unrelated', 'special', 'disagrees', 'label-dependent']
 
 def lint_probe(tok, template='llava15', question:str='Is there a dog in the image?', join:str|None=None):

@@ -13,6 +13,7 @@ __all__ = ['POLICIES', 'METRIC_COLS', 'confusion', 'scores', 'paper_confusion', 
            'mcnemar_test', 'running_f1']
 
 # %% ../nbs/04_metrics.ipynb #35f61c04
+# the unknown-answer policies
 POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval', 'vlmevalkit')
 
 def confusion(preds, labels) -> dict[str, int]:
@@ -49,6 +50,7 @@ def paper_confusion(split:str) -> dict:
     return dict(tp=p['tp'], fp=p['fp'], tn=p['tn'], fn=p['fn'], up=0, un=0)
 
 # %% ../nbs/04_metrics.ipynb #3055539f
+# the columns of a metrics table
 METRIC_COLS = ['n', 'accuracy', 'precision', 'recall', 'f1', 'yes_rate', 'unknown_rate', 'tp', 'fp', 'tn', 'fn']
 
 def score_table(df:pd.DataFrame, pred_col:str='pred', unknown:str='wrong') -> pd.DataFrame:

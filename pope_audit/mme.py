@@ -18,8 +18,11 @@ __all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME
            'read_hf_mme', 'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log']
 
 # %% ../nbs/01c_mme.ipynb #df748330
+# MME's ten perception subtasks
 MME_PERCEPTION = ('existence', 'count', 'position', 'color', 'posters', 'celebrity', 'scene', 'landmark', 'artwork', 'OCR')
+# MME's four cognition subtasks
 MME_COGNITION = ('commonsense_reasoning', 'numerical_calculation', 'text_translation', 'code_reasoning')
+# every MME subtask
 MME_SUBTASKS = MME_PERCEPTION + MME_COGNITION
 MME_GROUPS = {'Perception': MME_PERCEPTION, 'Cognition': MME_COGNITION}   # calculation.py's order
 
@@ -137,6 +140,7 @@ class MMEImages:
     def __repr__(self): return f'MMEImages({str(self.folder)!r})'
 
 # %% ../nbs/01c_mme.ipynb #2e84078d
+# the MME hub dataset: id, split and its columns in words
 MME_HUB = dict(id='lmms-lab/MME', split='test', columns=dict(
     question_id="the image's path, <subtask>/<file> (both questions of an image share it)", image='the image',
     question='the question, with "Please answer yes or no."', answer='Yes or No', category='the subtask'))

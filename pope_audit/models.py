@@ -171,6 +171,7 @@ def decoder_layers(self:Family) -> torch.nn.ModuleList:
     raise RuntimeError('no language-model decoder layers found')
 
 # %% ../nbs/05_models.ipynb #9f7f2e0c
+# the family registry: name -> family class
 FAMILIES: dict[str, type[Family]] = {}
 
 def register_family(cls:type[Family]) -> type[Family]:
@@ -340,6 +341,7 @@ def no_video_processor():
         if auto is not None: pu.MODALITY_TO_AUTOPROCESSOR_MAPPING['video_processor'] = auto
 
 # %% ../nbs/05_models.ipynb #732df148
+# the engine features a family may be proven for
 ENGINE_FEATURES = ('prefix', 'batching', 'attention')
 CATALOGUE = Path(pope_audit.__file__).parent/'assets'/'families.json'   # written by the family suite (tests/test_family_suite.py)
 PROMPT_PRESETS = {'paligemma': '{image}{question}'}   # processors with no chat template: where the image goes ({image}: the processor's placeholder)
@@ -460,7 +462,9 @@ def write_catalogue(proofs:dict[str, dict], path=None) -> Path:
     return path
 
 # %% ../nbs/05_models.ipynb #aa70150a
+# the weight quantizations a model loads with
 QUANTIZATIONS = ('nf4', 'int8')
+# the dtypes a model loads in
 DTYPES = ('float32', 'float16', 'bfloat16')
 
 def bnb_config(quantization:str='nf4', # 'nf4' (4-bit NF4, double quantisation) or 'int8'

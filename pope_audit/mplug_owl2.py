@@ -4,7 +4,7 @@
 
 # %% ../nbs/05b_mplug_owl2.ipynb #e1a74f98
 from __future__ import annotations
-import hashlib, json, shutil
+import hashlib, inspect, json, shutil
 from pathlib import Path
 import numpy as np
 import torch
@@ -34,8 +34,10 @@ __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOw
            'load_mplug_owl2', 'MplugOwl2']
 
 # %% ../nbs/05b_mplug_owl2.ipynb #22c0f12c
+# the original mPLUG-Owl2's vision encoder settings
 VISION_DEFAULTS = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
                        image_size=448, patch_size=14, hidden_act='quick_gelu', layer_norm_eps=1e-6)
+# the original mPLUG-Owl2's visual abstractor settings
 ABSTRACTOR_DEFAULTS = dict(hidden_size=1024, num_hidden_layers=6, num_attention_heads=16, intermediate_size=2816,
                            layer_norm_eps=1e-6, encoder_hidden_size=1024, grid_size=32, num_learnable_queries=64)
 
@@ -45,6 +47,10 @@ class MplugOwl2Config(LlamaConfig):
     model_type = 'mplug_owl2'
     visual_config: dict | None = None
     image_token_index: int | None = None
+    # what `inspect.signature` and show_doc report: the `__init__` huggingface_hub generates has string annotations they cannot evaluate
+    __signature__ = inspect.Signature([inspect.Parameter('visual_config', inspect.Parameter.KEYWORD_ONLY, default=None, annotation=dict | None),
+                                       inspect.Parameter('image_token_index', inspect.Parameter.KEYWORD_ONLY, default=None, annotation=int | None),
+                                       inspect.Parameter('kwargs', inspect.Parameter.VAR_KEYWORD)])
 
     def __post_init__(self, **kwargs):
         vc = self.visual_config or {}
@@ -88,6 +94,7 @@ class MplugOwl2VisionAttention(nn.Module):
         return self.dense((w @ v).permute(0, 2, 1, 3).reshape(b, s, h))
 
 class MplugOwl2VisionMLP(nn.Module):
+    "The ViT block's two-layer MLP."
     def __init__(self, c:dict):
         super().__init__()
         self.act = ACT2FN[c['hidden_act']]
@@ -107,6 +114,7 @@ class MplugOwl2VisionLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 class MplugOwl2VisionEncoder(nn.Module):
+    "The ViT's stack of `MplugOwl2VisionLayer`s."
     def __init__(self, c:dict):
         super().__init__()
         self.layers = nn.ModuleList([MplugOwl2VisionLayer(c) for _ in range(c['num_hidden_layers'])])
@@ -168,6 +176,7 @@ class MplugOwl2AbstractorAttention(nn.Module):
         return o.reshape(*o.shape[:2], -1)
 
 class MplugOwl2AbstractorOutput(nn.Module):
+    "The abstractor's output projection and MLP, each with a residual."
     def __init__(self, c:dict):
         super().__init__()
         e = c['encoder_hidden_size']
@@ -188,12 +197,14 @@ class MplugOwl2AbstractorCrossAttention(nn.Module):
         return self.output(self.attention(q, torch.cat([q, self.normk(image)], 1)), q)
 
 class MplugOwl2AbstractorLayer(nn.Module):
+    "One abstractor layer: cross-attention of the queries to the image tokens."
     def __init__(self, c:dict):
         super().__init__()
         self.crossattention = MplugOwl2AbstractorCrossAttention(c)
     def forward(self, queries, image): return self.crossattention(queries, image)
 
 class MplugOwl2AbstractorEncoder(nn.Module):
+    "The abstractor's stack of `MplugOwl2AbstractorLayer`s."
     def __init__(self, c:dict):
         super().__init__()
         self.layers = nn.ModuleList([MplugOwl2AbstractorLayer(c) for _ in range(c['num_hidden_layers'])])
@@ -272,6 +283,7 @@ class MplugOwl2DecoderLayer(nn.Module):
 
 # %% ../nbs/05b_mplug_owl2.ipynb #5d9eb403
 class MplugOwl2PreTrainedModel(PreTrainedModel):
+    "The transformers base class of the port: config class, weight initialisation, supported attention kernels."
     config_class = MplugOwl2Config
     config: MplugOwl2Config
     base_model_prefix = 'model'

@@ -19,6 +19,7 @@ __all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_HUB', 'SUFF
            'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log', 'read_naturalbench_table']
 
 # %% ../nbs/01f_naturalbench.ipynb #468b36a4
+# the split name NaturalBench's records carry
 NATURALBENCH_SPLIT = 'naturalbench'
 NATURALBENCH_CELLS = ('q0_i0', 'q0_i1', 'q1_i0', 'q1_i1')   # a group's four items, in the file's order
 _WORD = {w: re.compile(r'\b' + w + r'\b', re.IGNORECASE) for w in ('yes', 'no')}
@@ -131,6 +132,7 @@ def naturalbench_section(preds:pd.DataFrame) -> tuple[dict, str]:
     return dict(naturalbench=dict(scores=sc.to_dict('records'))), '\n'.join(parts)
 
 # %% ../nbs/01f_naturalbench.ipynb #a8d488fd
+# the NaturalBench hub dataset: id, split and its columns in words
 NATURALBENCH_HUB = dict(id='BaiqiL/NaturalBench', split='train', columns=dict(
     Index='the group', Image_0='image 0', Image_1='image 1', Question_0='question 0', Question_1='question 1',
     Image_0_Question_0='the answer of question 0 on image 0 (and so on for the other three)', Question_Type='yes_no or multiple_choice'))

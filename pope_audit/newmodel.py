@@ -12,6 +12,7 @@ from .engine import prove_features
 __all__ = ['QUESTIONS', 'check_model']
 
 # %% ../nbs/05e_new_model.ipynb #5c9be35d
+# the questions this chapter asks the new model
 QUESTIONS = ['Is there a dog in the image?', 'Is there a traffic light in the image?', 'Is there a cat in the image?']
 
 def check_model(src:str, # hub id or model folder

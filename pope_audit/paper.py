@@ -17,6 +17,9 @@ PUBLISHED_RHO_N = {'adversarial': 0.501, 'popular': 0.409, 'random': 0.307}   # 
 BASELINE_RANGE = (73.54, 82.07)   # the six surveyed papers' LLaVA-1.5-7B adversarial F1 baselines, lowest and highest
 
 # %% ../nbs/00a_paper.ipynb #be0e21ec
+# the paper's gap: eight-token minus two-token adversarial F1 of LLaVA-1.5-7B, in points
 READOUT_GAP = round(100 * (PAPER['eight_token']['adversarial']['f1'] - PAPER['two_token']['adversarial']['f1']), 2)
+# the paper's eight-token adversarial F1 of LLaVA-1.5-7B, in points
 PAPER_BASELINE = round(100 * PAPER['eight_token']['adversarial']['f1'], 2)
+# the width of `BASELINE_RANGE`, in points
 BASELINE_SPREAD = round(BASELINE_RANGE[1] - BASELINE_RANGE[0], 2)

@@ -56,7 +56,9 @@ def shard_plan(sizes:list[int], # questions per image, in plan order
     return out
 
 # %% ../nbs/06a_parallel.ipynb #e1605ced
+# the variable that names a fault point to kill a process at (tests)
 FAULT_ENV = 'POPE_AUDIT_FAULT'
+# the points a run can be killed at (tests)
 FAULT_POINTS = ('loading', 'answering', 'merging', 'cleanup', 'finishing')
 
 def fault(point:str): # one of `FAULT_POINTS`
@@ -67,7 +69,9 @@ def fault(point:str): # one of `FAULT_POINTS`
         if name == point and (not rank or rank == os.environ.get('RANK', '0')): os.kill(os.getpid(), signal.SIGKILL)
 
 # %% ../nbs/06a_parallel.ipynb #52d6def7
-def shard_path(folder:Path, rank:int) -> Path: return Path(folder)/f'records.rank{rank}.jsonl'
+def shard_path(folder:Path, rank:int) -> Path:
+    "The records file of process `rank` in a run folder."
+    return Path(folder)/f'records.rank{rank}.jsonl'
 
 def record_files(folder:Path) -> list[Path]:
     "`records.jsonl` and every shard in `folder`."

@@ -25,6 +25,7 @@ __all__ = ['MODES', 'MARGIN_IDS', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B
            'precision_summary', 'precision_audit', 'precision_demo', 'modes_that_fit']
 
 # %% ../nbs/17_precision.ipynb #9f6ea97b
+# precision -> the load settings that give it
 MODES = {'fp32': dict(dtype='float32'), 'bf16': dict(dtype='bfloat16'), 'fp16': dict(dtype='float16'),
          'int8': dict(quantization='int8'), 'nf4': dict(quantization='nf4')}
 
@@ -82,6 +83,7 @@ def interval(samples, alpha:float=0.05) -> tuple[float, float]:
     return float(lo), float(hi)
 
 # %% ../nbs/17_precision.ipynb #9685e742
+# readout -> the ids its margin compares, per record
 MARGIN_IDS = {'two_token': lambda r: LLAVA_TWO, 'eight_token': lambda r: LLAVA_EIGHT, 'derived': lambda r: r.derived}
 
 def _margin(r, ids) -> float:
@@ -195,6 +197,7 @@ def _mode_runs(model, questions, images, out, modes, device, keep, quiet, settin
     return folders, refused
 
 # %% ../nbs/17_precision.ipynb #e50f257d
+# the readouts of the precision summary
 SUMMARY_READOUTS = ('derived', 'two_token', 'eight_token', 'pope_parse')
 
 def precision_summary(t:pd.DataFrame) -> pd.DataFrame:

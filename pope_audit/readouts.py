@@ -19,6 +19,7 @@ __all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', '
            'hallusion_rule', 'applicable']
 
 # %% ../nbs/03_readouts.ipynb #8de4a77a
+# the record format, written into every record
 SCHEMA = 'pope-audit/record/1'
 
 @dataclass
@@ -136,6 +137,7 @@ class _Registry(dict):
         raise KeyError(name)
     def __contains__(self, name): return dict.__contains__(self, name) or self._correction(name)
 
+# the readout registry: name -> `Readout`
 READOUTS: dict[str, Readout] = _Registry()
 
 def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
@@ -143,6 +145,7 @@ def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
     def deco(fn):
         if dict.__contains__(READOUTS, name): raise ValueError(f'a readout named {name!r} is already registered')
         READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
+        fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
     return deco
 

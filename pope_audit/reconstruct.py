@@ -14,6 +14,7 @@ __all__ = ['RATES', 'apply_flips', 'published_flips', 'paper_reconstruction', 'e
            'reconstruct_preds', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
 
 # %% ../nbs/10_reconstruct.ipynb #ad864e06
+# the four flip rates (the paper's rho_N, phi, rho_P, psi)
 RATES = ('rho_N', 'phi', 'rho_P', 'psi')
 
 def apply_flips(c:dict, r:dict) -> dict:

@@ -93,6 +93,7 @@ def plot_f1(per:pd.DataFrame, # one row per readout and split: readout, split, f
 CONFIDENT_MARGIN = 2.0   # nats: a decoder margin this large is a confident answer (e^2 ≈ 7.4 : 1 odds), not a near-tie
 N_BOOT = 1000            # bootstrap resamples per interval: enough for two stable decimals of a 95% interval
 
+# the count columns of a metrics table
 COUNT_COLS = ('n', 'tp', 'fp', 'tn', 'fn')
 
 def int_counts(df:pd.DataFrame) -> pd.DataFrame:

@@ -17,8 +17,10 @@ __all__ = ['IDENTITY', 'ENVIRONMENT', 'DTYPE_NAMES', 'MAPPING_ARGS', 'DEVICE_MAP
            'usable_cpus', 'others_load', 'choose_threads', 'apply_threads', 'environment']
 
 # %% ../nbs/05d_runconfig.ipynb #c08cde80
+# the settings that make a run what it is
 IDENTITY = ('model', 'revision', 'dtype', 'quantization', 'attn_implementation', 'template', 'family_options', 'model_args',
             'max_new_tokens', 'topk', 'attention', 'splits', 'limit', 'batch_size', 'corrections')
+# the settings that change how a run runs, not what it answers
 ENVIRONMENT = ('device', 'processes', 'threads', 'progress')
 
 @dataclass
@@ -80,8 +82,10 @@ RunConfig.environment = lambda self: _parts(self, ENVIRONMENT)
 RunConfig.environment.__doc__ = 'The settings that do not.'
 
 # %% ../nbs/05d_runconfig.ipynb #3d3f08c5
+# dtype spellings -> the dtype
 DTYPE_NAMES = {'float32': 'float32', 'fp32': 'float32', 'float': 'float32', 'float16': 'float16', 'fp16': 'float16', 'half': 'float16',
                'bfloat16': 'bfloat16', 'bf16': 'bfloat16'}
+# `--model-args` keys whose value must be a mapping
 MAPPING_ARGS = ('quantization_config', 'max_memory', 'rope_scaling', 'key_mapping', 'text_config', 'vision_config')
 
 def _refuse(msg): raise InputError(msg, field='model_args')
@@ -157,6 +161,7 @@ def max_processes(device:str|None) -> tuple[int, str]:
     if torch.device(dev).type == 'cuda': return torch.cuda.device_count(), 'visible CUDA devices'
     return usable_cores(), 'CPU cores this process may use'
 
+# accelerate's device-map plans
 DEVICE_MAP_PLANS = ('auto', 'balanced', 'balanced_low_0', 'sequential')
 
 def _check_device_map(cfg:RunConfig):
@@ -171,6 +176,7 @@ def _check_device_map(cfg:RunConfig):
         raise InputError(f'device_map {dm!r} in the model arguments would be replaced by the run device {dev}; give --device instead, '
                          'or --device cpu to place the model by device_map', field='model_args')
 
+# attention implementation -> transformers' check for it and what it needs
 ATTN_PACKAGES = {'flash_attention_2': ('is_flash_attn_2_available', 'the flash-attn package and a CUDA device'),
                  'flash_attention_3': ('is_flash_attn_3_available', 'the flash-attn 3 package and a CUDA device'),
                  'flex_attention': ('is_torch_flex_attn_available', 'a torch with flex attention')}
@@ -246,6 +252,7 @@ def images_identity(hashes:dict[str, str]) -> dict:
     return dict(count=len(hashes), sha256=hashlib.sha256(text.encode()).hexdigest()[:16])
 
 # %% ../nbs/05d_runconfig.ipynb #a2d35f43
+# a run folder's own files (never written through a symbolic link)
 RUN_FILES = ('records.jsonl', 'manifest.json')
 
 class RunFolder:

@@ -26,7 +26,9 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEE
            'summary_text', 'summary_json']
 
 # %% ../nbs/04a_scoring.ipynb #ec36648f
+# the answer-file kinds `load_answers` reads
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
+# file suffixes read as prediction tables
 TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 from .choices import LAYOUTS     # every layout `load_answers` reads, as plain data for the command line's help
 
@@ -401,6 +403,7 @@ def read_records(path:str|os.PathLike, # a run folder or a records.jsonl file
     return out
 
 # %% ../nbs/04a_scoring.ipynb #20ff40d5
+# a decision as a prediction table writes it -> yes / no / unknown
 DECISIONS = {'yes': 'yes', 'no': 'no', 'unknown': 'unknown', '': 'unknown'}
 
 def _decision(v) -> str|None:
@@ -508,6 +511,7 @@ class Answers:
         "The split of each answer, in order."
         return list(self.preds.split) if self.preds is not None else [r.split for r in self.records]
 
+# answer-file kind -> its reader
 READERS = {'lmms-eval': read_lmms_log, 'vlmevalkit': read_vlmeval_table, 'records': read_records, 'lines': read_line_aligned}
 
 def answer_files(paths) -> list[Path]:
@@ -607,6 +611,7 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
     return Answers(kind, records=recs, questions=qsel, check=chk, notes=notes)
 
 # %% ../nbs/04a_scoring.ipynb #386eea0b
+# what each readout input is, in words
 NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text',
          'judge': "a judge's reply (HallusionBench: a judge_reply column of the answer file)",
          'corrections': "that correction's quantities (a run made with --correction)"}
@@ -732,6 +737,7 @@ class Tool:
     why: dict = field(default_factory=dict)
     printed: callable|None = None     # records -> as_printed rows, for a tool whose figures are not per split from a confusion
 
+# each evaluation tool's own POPE scoring, reproduced
 TOOLS = {
     'lmms-eval': Tool('lmms-eval', 'tasks/pope/utils.py, 0.2 and later', 'lmms_exact', _lmms_eval, '{:.4f}',
                       why=dict(pope_recall='an answer that is neither "yes" nor "no" on a positive is left out of recall, not counted as missed',
@@ -748,6 +754,7 @@ TOOLS = {
     'vlmevalkit/amber': Tool('VLMEvalKit (AMBER)', 'AMBER_rating with YOrN_Extraction, exact matching (no judge)', 'vlmeval_yorn', None, '{}',
                              printed=lambda rs: amber.vlmeval_printed(rs)),
 }
+# lmms-eval's POPE metric names -> this package's
 AUDITED = dict(pope_accuracy='accuracy', pope_precision='precision', pope_recall='recall', pope_f1_score='f1', pope_yes_ratio='yes_rate',
                Overall='f1', acc='accuracy', precision='precision', recall='recall', Accuracy='accuracy', Precision='precision',
                Recall='recall', **{'F1 score': 'f1', 'Yes ratio': 'yes_rate'}, f1='f1')

@@ -47,7 +47,9 @@ def line_ranges(path:str|os.PathLike, # a JSON Lines file
     return out
 
 # %% ../nbs/04c_stream.ipynb #bc279b23
+# a decision -> its code in the rescoring arrays
 CODES = {'yes': 1, 'no': 0, 'unknown': 2}
+# a code -> its decision
 LABELS = np.array(['no', 'yes', 'unknown'], dtype=object)
 
 def _idkey(ids) -> tuple:
@@ -302,7 +304,9 @@ def stream_answers(path:str|os.PathLike, # a run folder or records.jsonl
     return Answers('records', preds=preds)
 
 # %% ../nbs/04c_stream.ipynb #728962b4
+# record fields stored as Parquet strings
 PARQUET_STRINGS = ('split', 'question_id', 'image', 'question', 'label', 'source', 'prompt', 'greedy_token', 'text', 'schema')
+# record fields stored in Parquet as JSON text
 PARQUET_JSON = ('derived', 'surface', 'attention', 'corrections')
 
 def parquet_schema():

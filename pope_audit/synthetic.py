@@ -15,8 +15,11 @@ __all__ = ['CLASSES', 'THEMES', 'THEME_WEIGHTS', 'FREQ', 'CLASS_COLORS', 'make_s
            'render', 'render_all', 'write_images', 'synthetic_benchmark']
 
 # %% ../nbs/08_synthetic.ipynb #8d668a09
+# the synthetic scenes' object classes
 CLASSES = ['circle', 'square', 'triangle', 'star', 'cross', 'ring', 'diamond', 'hexagon', 'heart', 'arrow']
+# classes that appear together, as objects do in COCO scenes
 THEMES = [('circle', 'ring', 'star', 'heart'), ('square', 'diamond', 'cross'), ('triangle', 'hexagon', 'arrow')]
+# how often each theme is drawn
 THEME_WEIGHTS = [0.45, 0.35, 0.2]
 FREQ = np.array([1 / (r + 1) ** 0.8 for r in range(len(CLASSES))])   # Zipf-like: circle most common, arrow rarest
 CLASS_COLORS = [(220, 40, 40), (40, 160, 60), (40, 80, 220), (240, 190, 30), (150, 60, 200), (20, 170, 190), (240, 120, 20),

@@ -36,6 +36,7 @@ def blip_tokenizer():
     assert tok.convert_tokens_to_ids(['[PAD]', '<image>']) == [32000, 32001]
     return tok
 
+# Qwen2-VL's vision token ids
 QWEN2VL_SPECIALS = {151652: '<|vision_start|>', 151653: '<|vision_end|>', 151654: '<|vision_pad|>',
                     151655: '<|image_pad|>', 151656: '<|video_pad|>'}
 
@@ -58,6 +59,7 @@ def qwen2vl_tokenizer():
     return AutoTokenizer.from_pretrained(str(dest))
 
 # %% ../nbs/04b_tiny.ipynb #682a22e9
+# the tiny text models' size
 WIDTH = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
 
 def _clip(image_size=336, patch_size=14, **kw):
@@ -79,6 +81,7 @@ def tiny_llava15(seed:int=0):
                       image_token_index=32000, vision_feature_layer=-2, vision_feature_select_strategy='default')
     return _seeded(LlavaForConditionalGeneration, cfg, seed), proc
 
+# LLaVA-NeXT's anyres tile shapes
 NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
 
 def tiny_llava_next(seed:int=0):
@@ -104,6 +107,7 @@ def tiny_qwen2vl(seed:int=0):
                                            spatial_merge_size=2, temporal_patch_size=2))
     return _seeded(Qwen2VLForConditionalGeneration, cfg, seed), QwenParts(qwen2vl_tokenizer(), ip)
 
+# the tiny Q-Former tokenizer's vocabulary
 QFORMER_WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *'abcdefghijklmnopqrstuvwxyz', '?', '.', ',',
                  'is', 'there', 'a', 'an', 'in', 'the', 'image', 'answer', 'question', 'using', 'single', 'word', 'or', 'phrase']
 
@@ -130,6 +134,7 @@ def tiny_mplug_owl2(seed:int=0):
                                                                                       num_attention_heads=4, encoder_hidden_size=64, num_learnable_queries=64, grid_size=4)))
     return _seeded(MplugOwl2ForConditionalGeneration, cfg, seed), MplugOwl2Processor(shared_tokenizer('llama-spm'), image_size=28)
 
+# family -> its tiny model builder
 TINY = {'llava15': tiny_llava15, 'llava-next': tiny_llava_next, 'qwen2-vl': tiny_qwen2vl, 'instructblip': tiny_instructblip,
         'mplug-owl2': tiny_mplug_owl2}
 
@@ -169,6 +174,7 @@ def _jinja(user_open, image, user_close, gen, bos=''):
             "{% for c in m['content'] %}{% if c['type'] == 'image' %}" + image + "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
             "{% endfor %}{% endif %}" + user_close + "{% endfor %}{% if add_generation_prompt %}" + gen + "{% endif %}")
 
+# a chat template's role placeholder
 ROLE = "{{ m['role'] }}"
 CHAT_TEMPLATES = {   # stand-ins rendering the same text as each family's hub template for one user turn with one image
     'qwen2_5_vl': _jinja("{% if loop.first %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>" + ROLE + "\n",
@@ -203,9 +209,11 @@ def _qwen_text(vocab, **kw):
     return dict(**WIDTH, num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=4096,
                 rope_parameters={'rope_type': 'default', 'mrope_section': [2, 3, 3], 'rope_theta': 1e6}, **kw)
 
+# the tiny Qwen processors' image size bounds, in pixels
 QWEN_PIXELS = {'shortest_edge': 56 * 56, 'longest_edge': 112 * 112}
 
 def tiny_qwen2_5_vl(seed=0):
+    "A tiny Qwen2.5-VL (windowed vision attention) with Qwen's real tokenizer and its processor."
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLImageProcessorPil
     tok = json_tokenizer('qwen3')
     with no_video_processor(): proc = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessorPil(size=QWEN_PIXELS), tokenizer=tok,
@@ -215,6 +223,7 @@ def tiny_qwen2_5_vl(seed=0):
     return _seeded(Qwen2_5_VLForConditionalGeneration, cfg, seed), proc
 
 def tiny_qwen3_vl(seed=0):
+    "A tiny Qwen3-VL (interleaved M-RoPE, 16-px patches) with Qwen's real tokenizer and its processor."
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor, Qwen2VLImageProcessorPil
     tok = json_tokenizer('qwen3')
     ip = Qwen2VLImageProcessorPil(size={'shortest_edge': 64 * 64, 'longest_edge': 128 * 128}, patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3)
@@ -238,6 +247,7 @@ def tiny_glm4v(seed=0):
     return _seeded(Glm4vForConditionalGeneration, cfg, seed), proc
 
 def tiny_llava_onevision(seed=0):
+    "A tiny LLaVA-OneVision (SigLIP, anyres tiles, Qwen2 text) with Qwen's real tokenizer and its processor."
     from transformers import LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor, LlavaOnevisionImageProcessorPil, Qwen2Config
     tok = _tok('qwen3', '<image>', '<video>')
     pins = [[56, 56], [56, 112], [112, 56], [112, 112]]
@@ -250,6 +260,7 @@ def tiny_llava_onevision(seed=0):
     return _seeded(LlavaOnevisionForConditionalGeneration, cfg, seed), proc
 
 def tiny_internvl(seed=0):
+    "A tiny InternVL (pixel shuffle, Qwen2 text) with Qwen's real tokenizer and its processor."
     from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, GotOcr2ImageProcessorPil, Qwen2Config
     tok = _tok('qwen3', '<video>', start_image_token='<img>', end_image_token='</img>', context_image_token='<IMG_CONTEXT>', video_token='<video>')
     ip = GotOcr2ImageProcessorPil(size={'height': 56, 'width': 56}, crop_to_patches=False)
@@ -376,9 +387,11 @@ def tiny_vipllava(seed=0):
                          image_token_index=32000, vision_feature_layers=[-2, -1])
     return _seeded(VipLlavaForConditionalGeneration, cfg, seed), proc
 
+# architecture -> its tiny model builder, for the generic family
 TINY_GENERIC = dict(llava_onevision=tiny_llava_onevision, qwen2_5_vl=tiny_qwen2_5_vl, qwen3_vl=tiny_qwen3_vl, qwen3_5=tiny_qwen3_5, gemma3=tiny_gemma3,
                     idefics3=tiny_idefics3, paligemma=tiny_paligemma, mllama=tiny_mllama, internvl=tiny_internvl, aya_vision=tiny_aya_vision,
                     glm4v=tiny_glm4v, vipllava=tiny_vipllava, mistral3=tiny_mistral3)
+# architecture -> the shared tokenizer its tiny model uses
 VOCABULARY = dict(llava_onevision='qwen3', qwen2_5_vl='qwen3', qwen3_vl='qwen3', qwen3_5='qwen3', gemma3='gemma-3', idefics3='llama-3.1',
                   paligemma='gemma-3', mllama='llama-3.1', internvl='qwen3', aya_vision='llama-3.1 (stand-in for Cohere)',
                   glm4v='qwen3 (stand-in for GLM)', vipllava='llama-spm',

@@ -25,6 +25,7 @@ __all__ = ['VLM', 'CLIP_MEAN', 'CLIP_STD', 'PROCESSORS', 'BUILDERS', 'FEEDS', 'A
            'sd_without_rows', 'assemble', 'build_assets', 'tiny_vlm_dir', 'readout_sets', 'heldout', 'readout_table']
 
 # %% ../nbs/09_tinyvlm.ipynb #debf7ae4
+# the trained tiny VLM's size
 VLM = dict(image_size=64, patch_size=16, width=128, layers=4, vision_layers=2, heads=4, mlp=256, text_mlp=512)
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 
@@ -86,6 +87,7 @@ def instructblip_processor():
     return InstructBlipProcessor(image_processor=ip, tokenizer=blip_tokenizer(), qformer_tokenizer=BertTokenizerFast(str(Path(d, 'vocab.txt'))),
                                  num_query_tokens=32)
 
+# family -> its tiny processor builder
 PROCESSORS = {'llava15': llava_processor, 'qwen2-vl': qwen2vl_processor, 'instructblip': instructblip_processor}
 
 def tiny_vlm(seed:int=0, tokenizer=None):
@@ -123,6 +125,7 @@ def tiny_instructblip_vlm(seed:int=0):
     torch.manual_seed(seed)
     return _finish(InstructBlipForConditionalGeneration(cfg), seed), instructblip_processor()
 
+# family -> its tiny VLM builder
 BUILDERS = {'llava15': tiny_vlm, 'qwen2-vl': tiny_qwen2vl_vlm, 'instructblip': tiny_instructblip_vlm}
 
 # %% ../nbs/09_tinyvlm.ipynb #ff688334
@@ -225,6 +228,7 @@ class Feed:
         return {i for p in self.prompts.values() for i in p} | {self.yes, self.no, self.eos, self.pad}
 
 class QwenFeed(Feed):
+    "Qwen2-VL's training inputs: image pads per merged patch and the processor's grid."
     template, image_token = 'qwen2-vl', '<|image_pad|>'
     def __init__(self, model, proc, scenes):
         self.grid = proc.image_processor(images=scenes.images[:1], return_tensors='pt')['image_grid_thw'][0].tolist()   # the processor's grid
@@ -246,6 +250,7 @@ class QwenFeed(Feed):
         return self.model.model.visual.merger.register_forward_hook(lambda mod, i, o: self.feats.__setitem__('x', o))
 
 class BlipFeed(Feed):
+    "InstructBLIP's training inputs: 32 query tokens in the prompt and the Q-Former's own tokens."
     template, n_image = 'instructblip', 32
     def prompt_ids(self, text): return [self.model.config.image_token_index] * self.n_image + self.tok(text).input_ids
     def decoder(self): return self.model.language_model.model
@@ -275,6 +280,7 @@ class BlipFeed(Feed):
 
     def hook(self): return None
 
+# family -> its training inputs
 FEEDS = {'llava15': Feed, 'qwen2-vl': QwenFeed, 'instructblip': BlipFeed}
 
 def first_logits(a, # a loaded family (`pope_audit.models`)
@@ -349,10 +355,15 @@ def train_tiny_vlm(family:str='llava15', # 'llava15', 'qwen2-vl' or 'instructbli
     return model.eval(), proc, pd.DataFrame(hist), used
 
 # %% ../nbs/09_tinyvlm.ipynb #a9a5a70b
+# the package's assets folder
 ASSETS_ROOT = Path(__file__).parent/'assets' if '__file__' in globals() else Path('../pope_audit/assets')
+# family -> its shipped trained weights' folder
 TRAINED = {'llava15': 'tiny-llava-shapes', 'qwen2-vl': 'tiny-qwen2vl-shapes', 'instructblip': 'tiny-instructblip-shapes'}
+# the trained tiny LLaVA's folder
 ASSETS = ASSETS_ROOT/TRAINED['llava15']
+# the files a shipped tiny VLM folder holds
 ASSET_FILES = ('config.json', 'generation_config.json', 'rows.safetensors', 'training.json', 'history.csv')
+# family -> its generation config settings
 GENERATION = {'llava15': {}, 'qwen2-vl': dict(eos_token_id=[151645, 151643], pad_token_id=151643), 'instructblip': {}}
 
 def weights_hash(sd:dict) -> str:
@@ -386,7 +397,9 @@ def save_vlm(model, family:str, used:list[int], folder:str|os.PathLike, info:dic
     shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
-def sd_without_rows(sd): return {k: v for k, v in sd.items() if not k.startswith('rows.')}
+def sd_without_rows(sd):
+    "A state dict without its `rows.` entries."
+    return {k: v for k, v in sd.items() if not k.startswith('rows.')}
 
 def assemble(src:str|os.PathLike) -> dict:
     "The full fp16 state dict from shipped rows: the seeded base embedding with the trained rows written in."

@@ -57,6 +57,7 @@ def _named(t) -> dict[str, str]:
     if isinstance(t, list): return {d['name']: d['template'] for d in t}
     return dict(t or {})
 
+# the files a chat template is read from, in order
 CHAT_TEMPLATE_FILES = ('chat_template.jinja', 'chat_template.json', 'processor_config.json', 'tokenizer_config.json')
 
 def _model_file(src:str, name:str) -> Path|None:
@@ -135,7 +136,9 @@ def shared_tokenizer(name:str='llama-spm'):
     return load_tokenizer(d/f'ggml-vocab-{name}.gguf' if (d/f'ggml-vocab-{name}.gguf').is_file() else d)
 
 # %% ../nbs/02_tokens.ipynb #fd792319
+# LLaVA-1.5's single-word instruction
 SINGLE_WORD = '\nAnswer the question using a single word or phrase.'
+# Vicuna's system prompt
 VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. "
                  "The assistant gives helpful, detailed, and polite answers to the user's questions. ")
 
@@ -157,6 +160,7 @@ class Template:
         if self.answer_sep is not None: return self.answer_sep
         return '' if self.text[-1:].isspace() else ' '
 
+# the template presets: name -> `Template`
 TEMPLATES = {t.name: t for t in [
     Template('llava15', 'USER: <image>\n{question}\nASSISTANT:', ' '),
     Template('llava15-single-word', 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:', ' '),
@@ -238,6 +242,7 @@ CHAT_PRESETS = [   # each model's chat template rendered for one image and one q
 TEMPLATES.update({t.name: t for t in CHAT_PRESETS})
 
 # %% ../nbs/02_tokens.ipynb #76ea5e2f
+# the surface forms of yes and no
 FORMS = {'yes': ('yes', 'Yes'), 'no': ('no', 'No')}
 
 def token_text(tok, i:int) -> str:
@@ -287,6 +292,7 @@ def last_token_join(tok, prompt:str) -> tuple[str, str]:
     if token_text(tok, i)[-1:].isspace(): return '', what + ', whitespace, so nothing'
     return ' ', what + ', text, so a space'
 
+# `--join` spellings -> how the answer joins the prompt
 JOINS = {' ': ' ', '': '', 'space': ' ', 'none': ''}
 
 def check_join(join:str) -> str:
@@ -396,6 +402,7 @@ def chat_prompt(obj, forms=FORMS, template_name:str='default') -> ChatPrompt:
                       {**used, **settings}, before[len(plain):] if before.startswith(plain) else '', rule, tuple(notes))
 
 # %% ../nbs/02_tokens.ipynb #0e7301fb
+# the probe's verdict for an answer form that merges with the prompt's end
 MERGES = 'merges with the prompt end'
 
 @dataclass

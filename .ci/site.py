@@ -1,0 +1,226 @@
+"""Build the documentation site with Sphinx + MyST-NB (Furo theme) from nbdev's own processing of the notebooks, and check it.
+
+`nbdev_docs` renders `_proc/` (nbdev's processed notebooks: show_doc entries added after each export, `#|` directives,
+links to the API) with Quarto, which cannot be installed from PyPI. Here nbdev's `proc_nbs` writes the same `_proc/`, and
+each processed notebook is handed to Sphinx with what Quarto would do to it: its front matter becomes the page's title and
+lead, `#| echo/output/include: false` become MyST-NB's remove tags, `#| output: asis` (show_doc) outputs become Markdown
+in the page, links to the docs site become relative, consecutive stream outputs are joined into one block, and stderr
+keeps the package's own notes but not library warnings or progress bars. Page names are nbdev's (`output-file`); the
+sidebar, previous/next links and search follow the notebook order. Stored outputs are rendered; nothing is executed.
+
+    python .ci/site.py [--out _site] [--check]
+
+`--check` fails (exit 1) on a missing chapter page, a local link or anchor or image that does not resolve, an API entry
+without a description, "Call self as a function." or a bare "dict constant" entry. Without `--out` the site is built
+in a temporary folder, removed afterwards.
+"""
+import argparse, html, json, re, shutil, sys, tempfile, time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+root = Path(__file__).resolve().parent.parent
+DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
+NOISE = re.compile(r'\S+\.py:\d+: \w*Warning: |^\s*warnings\.warn\(|\w+/s\]|s/it\]|\d+%\|')   # library warnings, progress bars
+CONF = '''
+project = {title!r}
+copyright = {copyright!r}
+extensions = ['myst_nb']
+html_theme = 'furo'
+html_title = {title!r}
+nb_execution_mode = 'off'             # the notebooks' stored outputs, as nbdev_docs shows them
+nb_output_stderr = 'show'             # the package's notes (noise was dropped before)
+myst_all_links_external = True        # links were made relative already; keep them as written
+suppress_warnings = ['myst.header', 'misc.highlighting_failure']   # show_doc headings are h3 under the page's h1
+exclude_patterns = ['_build']
+html_css_files = ['site.css']
+html_static_path = ['_static']
+'''
+CSS = '''
+.cell_output .output, .cell_output pre { overflow-x: auto; }
+.cell_output table { display: block; overflow-x: auto; font-size: .8em; }
+.cell_output td, .cell_output th { white-space: nowrap; padding: .2em .5em; }
+.cell_output .output.stderr { border-left: 3px solid #e9a178; }   /* the package's notes, beside the printed result */
+'''
+
+
+def process(n_workers: int = 2) -> Path:
+    "nbdev's own processing of the notebooks (what `nbdev_docs` renders) into `_proc/`; returns that folder."
+    from nbdev.serve import proc_nbs
+    return proc_nbs(n_workers=n_workers)
+
+
+def directives(src: str) -> tuple:
+    lines, d = src.split('\n'), {}
+    while lines and DIRECTIVE.match(lines[0]):
+        m = DIRECTIVE.match(lines.pop(0)); d[m[1].lower()] = m[2].strip('"\'')
+    return d, '\n'.join(lines).strip('\n')
+
+
+def front_matter(nb) -> dict:
+    import yaml
+    c = nb['cells'][0] if nb['cells'] else {}
+    if c.get('cell_type') == 'raw' and ''.join(c['source']).startswith('---'):
+        return yaml.safe_load(''.join(c['source']).strip().strip('-')) or {}
+    return {}
+
+
+def merge_streams(outputs: list) -> list:
+    "Consecutive stream outputs of one name as one; stderr without library warnings and progress bars."
+    out = []
+    for o in outputs:
+        if o['output_type'] == 'stream':
+            text = ''.join(o['text'])
+            if o['name'] == 'stderr':
+                lines = text.replace('\r\n', '\n').split('\n')
+                keep, skip = [], False
+                for l in lines:
+                    if '\r' in l: l = l.rsplit('\r', 1)[-1]          # a progress line redrawn: its last state
+                    if NOISE.search(l): skip = True; continue       # a warning's next line is its source line
+                    if skip and l.startswith('  '): continue
+                    skip = False; keep.append(l)
+                text = '\n'.join(keep)
+                if not text.strip(): continue
+            if out and out[-1]['output_type'] == 'stream' and out[-1]['name'] == o['name']:
+                out[-1]['text'] += text; continue
+            o = dict(o, text=text)
+        out.append(o)
+    return out
+
+
+class Site:
+    def __init__(self, proc: Path, src: Path):
+        self.proc, self.src, self.problems, self.entries = proc, src, [], {}
+        self.nbs = sorted(p for p in proc.glob('*.ipynb') if not p.name.startswith(('_', '.')))
+        self.books = {p: json.loads(p.read_text()) for p in self.nbs}
+        self.page = {p: front_matter(nb).get('output-file', p.stem + '.html') for p, nb in self.books.items()}
+        self.by_nb = {p.name: self.page[p] for p in self.nbs}
+        self.host = re.compile(re.escape(doc_url()) + r'/?')
+        self.shown = {(self.page[p], a) for p, nb in self.books.items() for c in nb['cells'] for o in c.get('outputs', [])
+                      for a in re.findall(r'^#+\s+(\S+)', ''.join(o.get('data', {}).get('text/markdown', '')), re.M)
+                      for a in [a.lower()]}   # every show_doc entry (page, anchor)
+
+    def links(self, text: str) -> str:
+        """Links to the docs site relative (all pages sit side by side); links to a notebook to its page; nbdev's links to a
+        name without an entry (private, inherited) back to plain code."""
+        text = self.host.sub('', text)
+        text = re.sub(r'\[(`[^`]+`)\]\(([\w.-]+\.html)#([^)\s]+)\)',
+                      lambda m: m[0] if (m[2], m[3]) in self.shown else m[1], text)
+        return re.sub(r'\]\(([\w.-]+\.ipynb)(#[^)]*)?\)',
+                      lambda m: f']({self.by_nb.get(m[1], m[1])}{m[2] or ""})', text)
+
+    def adapt(self, p: Path) -> dict:
+        "The processed notebook `p` as MyST-NB renders it."
+        nb, fm, cells = self.books[p], front_matter(self.books[p]), []
+        md = lambda src: dict(cell_type='markdown', metadata={}, source=src, id=f'site-{len(cells)}')
+        cells.append(md(f"# {fm.get('title', p.stem)}\n\n{fm.get('description', '')}"))
+        for c in nb['cells'][1 if fm else 0:]:
+            src = ''.join(c.get('source', ''))
+            if not src.strip() or 'AUTOGENERATED! DO NOT EDIT' in src: continue
+            if c['cell_type'] == 'markdown': cells.append(dict(md(self.links(src)), attachments=c.get('attachments', {}))); continue
+            if c['cell_type'] != 'code': continue
+            d, body = directives(src)
+            if d.get('include') == 'false': continue
+            if d.get('output') == 'asis':        # a show_doc entry: Markdown in the page, as Quarto puts it
+                out = ''.join(next((o['data']['text/markdown'] for o in c.get('outputs', []) if 'text/markdown' in o.get('data', {})), ''))
+                cells.append(md(self.entry(p, out))); continue
+            tags = [t for k, t in (('echo', 'remove-input'), ('output', 'remove-output')) if d.get(k) == 'false']
+            outs = [] if d.get('output') == 'false' else merge_streams(c.get('outputs', []))
+            if not body and not outs: continue
+            cells.append(dict(c, source=body, outputs=outs, metadata=dict(c.get('metadata', {}), tags=tags), id=c.get('id') or f'site-{len(cells)}'))
+        if self.page[p] == 'index.html':    # the sidebar, previous/next: the chapters in notebook order
+            toc = '\n'.join(Path(self.page[q]).stem for q in self.nbs if self.page[q] != 'index.html')
+            cells.append(md(f'```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{toc}\n```'))
+        return dict(nb, cells=cells)
+
+    def entry(self, p: Path, md: str) -> str:
+        "A show_doc entry: its Quarto-only source link dropped, an anchor nbdev's links use, its description checked."
+        md = re.sub(r'^---\s*', '', re.sub(r'^\[source\]\(.*\)\{.*\}\s*$', '', md, flags=re.M).strip()).strip()
+        m = re.match(r'#+\s+(.+)', md)
+        if not m: self.problems.append(f'{p.name}: a show_doc output without a heading'); return md
+        name = m[1].strip(); anchor = name.lower()                # the id Quarto (pandoc) gives the heading
+        self.entries.setdefault(self.page[p], []).append(anchor)
+        rest = re.sub(r'```.*?```', '', md[m.end():], flags=re.S)   # what follows the signature
+        desc = re.sub(r'[*_\s]', '', re.sub(r'\|.*\|', '', rest))
+        if not desc: self.problems.append(f'{self.page[p]}: API entry {name} has no description')
+        return f'<span class="api-entry" id="{html.escape(anchor)}"></span>\n\n' + self.links(md)
+
+    def write(self):
+        if self.src.exists(): shutil.rmtree(self.src)
+        (self.src/'_static').mkdir(parents=True)
+        (self.src/'_static'/'site.css').write_text(CSS)
+        (self.src/'conf.py').write_text(CONF.format(title=cfg().get('title', 'docs'), copyright=cfg().get('copyright', '')))
+        for p in self.nbs:
+            (self.src/self.page[p]).with_suffix('.ipynb').write_text(json.dumps(self.adapt(p), indent=1))
+
+
+def build(out: Path, work: Path, proc: Path = None) -> Site:
+    "Process the notebooks (unless `proc` is given), adapt them and build the HTML site into `out`."
+    from sphinx.cmd.build import build_main
+    site = Site(proc or process(), work/'src')
+    site.write()
+    rc = build_main(['-b', 'html', '-q', '-j', '2', '-d', str(work/'doctrees'), str(site.src), str(out)])
+    if rc: sys.exit(f'sphinx-build failed ({rc})')
+    return site
+
+
+def check(site: Site, out: Path) -> list:
+    "What is wrong with the built site at `out` (empty: nothing)."
+    bad = list(site.problems)
+    ids = {}
+    def anchors(f: Path) -> set:
+        if f not in ids: ids[f] = {unquote(html.unescape(i)) for i in re.findall(r'\sid="([^"]+)"', f.read_text())}
+        return ids[f]
+    for p in site.nbs:
+        if not (out/site.page[p]).is_file(): bad.append(f'{p.name}: no page {site.page[p]}')
+    for page, names in site.entries.items():
+        missing = [n for n in names if (out/page).is_file() and n not in anchors(out/page)]
+        if missing: bad.append(f'{page}: API entries without their anchor: {missing[:5]}')
+    for f in sorted(out.rglob('*.html')):
+        text, rel = f.read_text(), f.relative_to(out)
+        for phrase in ('Call self as a function', 'dict constant'):
+            if phrase in text: bad.append(f'{rel}: contains "{phrase}"')
+        for attr, u in re.findall(r'\s(href|src)="([^"]+)"', text):
+            u = html.unescape(u)
+            if re.match(r'^([a-z][\w+.-]*:|//)', u, re.I): continue    # external, data: or mailto:
+            parts = urlsplit(u)
+            target = (f.parent/unquote(parts.path)).resolve() if parts.path else f
+            if not target.exists(): bad.append(f'{rel}: broken {"image" if attr == "src" else "link"} {u}'); continue
+            if parts.fragment and target.suffix == '.html' and unquote(parts.fragment) not in anchors(target):
+                bad.append(f'{rel}: no anchor for {u}')
+    index = (out/'searchindex.js').read_text() if (out/'searchindex.js').is_file() else ''
+    docs = json.loads(re.search(r'"docnames":(\[.*?\])', index)[1]) if '"docnames"' in index else []
+    if sorted(docs) != sorted(Path(site.page[p]).stem for p in site.nbs): bad.append(f'the search index does not cover every page: {docs}')
+    return bad
+
+
+def cfg():
+    import configparser
+    c = configparser.ConfigParser(interpolation=None); c.read(root/'settings.ini')
+    return c['DEFAULT']
+
+
+def doc_url() -> str: return cfg().get('doc_host', '').rstrip('/') + cfg().get('doc_baseurl', '').rstrip('/')
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', help='folder to write the site to (replaced); default: a temporary folder, removed')
+    ap.add_argument('--check', action='store_true', help='check pages, links, anchors, images and API entries')
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix='pope-audit-site-') as tmp:
+        out = Path(tmp)/'html'               # MyST-NB writes jupyter_execute/ beside the output folder: keep it in here
+        site = build(out, Path(tmp))
+        if a.out:
+            if Path(a.out).exists(): shutil.rmtree(a.out)
+            out = Path(shutil.copytree(out, a.out))
+        print(f'site: {len(site.nbs)} pages, {sum(map(len, site.entries.values()))} API entries, built in {time.time() - t0:.0f} s'
+              + (f' into {a.out}' if a.out else ''))
+        if a.check:
+            bad = check(site, out)
+            for b in bad: print('site check:', b, file=sys.stderr)
+            if bad: sys.exit(1)
+            print('site check: every chapter page, API entry with its description, local link, anchor and image is there; search index built')
+
+
+if __name__ == '__main__': main()

@@ -1,0 +1,105 @@
+"The docs site (`.ci/site.py`): a small processed book built by Sphinx, and each of the site check's rules caught."
+import importlib.util, inspect, json, re
+from pathlib import Path
+import pytest
+
+pytest.importorskip('myst_nb', reason='the site engine is a dev extra: pip install -e ".[dev]"')
+root = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location('site_builder', root/'.ci'/'site.py')
+site = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(site)
+HOST = site.doc_url()
+
+
+def nb(cells, title, page):
+    fm = f'---\ntitle: {title}\noutput-file: {page}\n---\n'
+    meta = dict(kernelspec=dict(name='python3', display_name='Python 3', language='python'), language_info=dict(name='python'))
+    return dict(nbformat=4, nbformat_minor=5, metadata=meta, cells=[dict(cell_type='raw', metadata={}, source=fm), *cells])
+def md(s): return dict(cell_type='markdown', metadata={}, source=s)
+def code(s, outputs=()): return dict(cell_type='code', metadata={}, source=s, outputs=list(outputs), execution_count=None)
+def stream(name, text): return dict(output_type='stream', name=name, text=text)
+def doc(name, desc):   # what nbdev's processors leave for `show_doc(name)`
+    text = f'---\n\n[source](https://example.org/x.py#L1){{target="_blank"}}\n\n### {name}\n\n```python\ndef {name}(\n    a:int\n):\n```\n\n{desc}'
+    return code(f'#| echo: false\n#| output: asis\nshow_doc({name})', [dict(output_type='execute_result', execution_count=None, metadata={},
+                                                                            data={'text/markdown': text, 'text/plain': ''})])
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory):
+    proc = tmp_path_factory.mktemp('proc')
+    (proc/'index.ipynb').write_text(json.dumps(nb([
+        md('| notebook | what |\n|---|---|\n| [01_x](01_x.ipynb) | the chapter |'),
+        code('print(long_text)', [stream('stdout', 'the first chunk is cut mid-wo'), stream('stdout', 'rd and goes on\n'),
+                                  stream('stderr', 'batch size 8 ran out of memory; retrying with 4\n'),
+                                  stream('stderr', '/usr/lib/x.py:3: UserWarning: library noise\n  warnings.warn(msg)\n'),
+                                  stream('stderr', '\r 50%|#####     | 1/2 [00:01<00:01, 1.00it/s]\r100%|##########| 2/2 [00:02<00:00, 1.00it/s]\n')]),
+        dict(cell_type='code', metadata={}, outputs=[], execution_count=None),   # nbdev's `hide_` leaves a cell without source
+    ], 'Home', 'index.html')))
+    (proc/'01_x.ipynb').write_text(json.dumps(nb([
+        md(f'See [`good`]({HOST}/x.html#good), [`_private`]({HOST}/x.html#_private) and [a missing page](missing.html).'),
+        md('`LIMITS`: dict constant'), md('<img src="gone.png" alt="a figure">'),
+        doc('good', '*Does one thing.*'), doc('bad', '*Call self as a function.*'), doc('bare', ''),
+    ], 'Chapter X', 'x.html')))
+    out, work = tmp_path_factory.mktemp('html'), tmp_path_factory.mktemp('work')
+    s = site.build(out, work, proc=proc)
+    return s, out, site.check(s, out)
+
+
+def test_rules_each_caught(built):
+    "Exactly the planted defects are reported: an entry without a description, the fallback texts, a broken link and image."
+    _, _, bad = built
+    assert sorted(bad) == sorted(['x.html: API entry bare has no description', 'x.html: contains "Call self as a function"',
+                                  'x.html: broken link missing.html', 'x.html: contains "dict constant"',
+                                  'x.html: broken image gone.png']), bad
+
+
+def test_pages_navigation_and_search(built):
+    s, out, _ = built
+    index, x = (out/'index.html').read_text(), (out/'x.html').read_text()
+    assert re.search(r'<a class="reference external" href="x.html">01_x</a>', index)          # the chapters table links to the chapter
+    assert re.search(r'<a class="next-page" href="x.html"', index) and re.search(r'<a class="prev-page" href="index.html"', x)
+    assert 'Chapter X' in re.search(r'<div class="sidebar-tree">.*?</div>', index, re.S)[0]   # the sidebar lists the chapter
+    assert 'toc-tree' in x and 'href="#good"' in x                                            # the page's own table of contents
+    assert '"thing":1' in (out/'searchindex.js').read_text() and (out/'search.html').is_file()     # a real search index
+    assert [a for p, a in sorted(s.shown)] == ['bad', 'bare', 'good']
+
+
+def test_outputs_as_a_reader_sees_them(built):
+    _, out, _ = built
+    index, x = (out/'index.html').read_text(), (out/'x.html').read_text()
+    assert 'the first chunk is cut mid-word and goes on' in index                             # stdout chunks joined: one block
+    assert index.count('class="output stream highlight-myst-ansi notranslate"') == 1
+    assert 'ran out of memory; retrying with 4' in index                                      # the package's note on stderr
+    assert 'UserWarning' not in index and 'it/s' not in index        # library noise
+    assert 'href="x.html#good"' in x and '#_private' not in x and '<code class="docutils literal notranslate"><span class="pre">_private</span>' in x
+    assert 'example.org' not in x and 'Does one thing.' in x
+
+
+def test_every_exported_name_documented():
+    "Each exported function and class has its own docstring (not its class's `__call__` or a base class's)."
+    import importlib, pkgutil, pope_audit
+    missing = []
+    for m in pkgutil.iter_modules(pope_audit.__path__):
+        if m.name.startswith('_'): continue
+        mod = importlib.import_module(f'pope_audit.{m.name}')
+        for n in getattr(mod, '__all__', []):
+            o = getattr(mod, n)
+            own = o.__dict__.get('__doc__') if inspect.isclass(o) else o.__doc__ if inspect.isfunction(o) else 'not a callable'
+            if not (own or '').strip(): missing.append(f'{m.name}.{n}')
+    assert not missing, missing
+
+
+def test_every_exported_constant_described():
+    "Each exported constant has a comment where it is defined: on the line above, or beside it."
+    import ast
+    missing = []
+    for f in sorted((root/'pope_audit').glob('[!_]*.py')):
+        src = f.read_text(); lines = src.splitlines(); tree = ast.parse(src)
+        exported = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                         and any(getattr(t, 'id', '') == '__all__' for t in n.targets)), [])
+        for n in tree.body:
+            if not isinstance(n, (ast.Assign, ast.AnnAssign)): continue
+            names = [t.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+            above = lines[n.lineno - 2].strip() if n.lineno > 1 else ''
+            described = (above.startswith('#') and not above.startswith('# %%')) or any('#' in l for l in lines[n.lineno - 1:n.end_lineno])
+            missing += [f'{f.stem}.{x}' for x in names if x in exported and not described]
+    assert not missing, missing
