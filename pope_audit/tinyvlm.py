@@ -424,7 +424,8 @@ def build_assets(family:str='llava15', # one of `TRAINED`
     tail = hist.iloc[-50:]
     import inspect
     settings = {k: p.default for k, p in inspect.signature(train_tiny_vlm).parameters.items() if k not in ('family', 'progress')}
-    info = dict(family=family, call=f'build_assets({family!r})', **{**settings, **{k: v for k, v in kw.items() if k != 'progress'}},
+    args = [f'{family!r}'] + ['to_package=True'] * to_package + [f'{k}={v!r}' for k, v in kw.items() if k != 'progress']
+    info = dict(family=family, call=f'build_assets({", ".join(args)})', **{**settings, **{k: v for k, v in kw.items() if k != 'progress'}},
                 train_seconds=round(time.time() - t0, 1), threads=torch.get_num_threads(), trained_rows=len(used),
                 final_answer_loss=float(tail.answer_loss.mean()), final_aux_loss=float(tail.aux_loss.mean()),
                 final_text_loss=float(tail.text_loss.mean()), final_batch_accuracy=float(tail.batch_accuracy.mean()), torch=torch.__version__)

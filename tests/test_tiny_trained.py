@@ -1,4 +1,4 @@
-"The shipped tiny models (LLaVA-1.5, Qwen2-VL, InstructBLIP): they load through the family adapters, have four decoder layers, answer held-out synthetic questions well above chance, their assembled weights are the trained ones bit for bit, and all fit in 30 MB."
+"The shipped tiny models (LLaVA-1.5, Qwen2-VL, InstructBLIP): they load through the family adapters, have four decoder layers, answer at least 75% of held-out synthetic questions right, their assembled weights are the trained ones bit for bit, and all fit in 30 MB."
 import json
 import pytest
 from safetensors.torch import load_file
@@ -20,7 +20,7 @@ def test_shipped_model(family, questions, shared):
     assert weights_hash(load_file(d/'model.safetensors')) == json.loads((d/'training.json').read_text())['weights_sha256']
     t = readout_table(a, *questions)
     assert len(t) == 180 and (t.label == 'yes').mean() == 0.5
-    assert (t.derived == t.label).mean() > 0.6      # a coin scores 0.6 or more with probability 0.005
+    assert (t.derived == t.label).mean() >= 0.75     # measured 0.81 (LLaVA), 0.83 (Qwen2-VL), 0.78 (InstructBLIP); a coin scores 0.75 or more with probability 6e-12
     sc, qs = questions            # the table's logits are the family's own whole-prompt logits
     greedy = [first_logits(a, sc.images[int(im[len('heldout_'):-len('.png')])], q).argmax().item() for im, q in zip(qs.image[:3], qs.question[:3])]
     assert a.tokenizer.convert_ids_to_tokens(greedy) == t.greedy[:3].tolist()
