@@ -103,3 +103,16 @@ def test_every_exported_constant_described():
             described = (above.startswith('#') and not above.startswith('# %%')) or any('#' in l for l in lines[n.lineno - 1:n.end_lineno])
             missing += [f'{f.stem}.{x}' for x in names if x in exported and not described]
     assert not missing, missing
+
+
+def test_example_cells_keep_imports_apart():
+    "nbdev's docs processing runs every cell that holds an import, so an example cell mixing imports with work would run (slow cells too) at every site build."
+    mixed = []
+    for p in sorted((root/'nbs').glob('*.ipynb')):
+        for c in json.loads(p.read_text())['cells']:
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or re.search(r'^#\|\s*(export|exporti|hide)\b', src, re.M): continue
+            code = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#')]
+            imports = [l for l in code if re.match(r'\s*(import \w|from \S+ import )', l)]
+            if imports and len(imports) < len(code): mixed.append(f'{p.name} cell {c.get("id")}: {imports[0].strip()}')
+    assert not mixed, mixed
