@@ -18,10 +18,10 @@ from .attention import attention_report, plot_attention
 from .runstatus import read_manifest, run_status, run_files, status_text
 
 # %% auto #0
-__all__ = ['CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'render', 'plot_f1', 'int_counts', 'Context',
-           'section_lead', 'section_manifest', 'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar',
-           'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention', 'section_corrections',
-           'writable_folder', 'write_report']
+__all__ = ['LONG_CELL', 'CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'html_table', 'render', 'f1_window',
+           'plot_f1', 'int_counts', 'Context', 'section_lead', 'section_manifest', 'section_probe', 'section_readouts',
+           'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped', 'section_gap', 'section_attention',
+           'section_corrections', 'writable_folder', 'write_report']
 
 # %% ../nbs/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -42,6 +42,16 @@ def md_table(df:pd.DataFrame) -> str:
     head = '| ' + ' | '.join(map(esc, d.columns)) + ' |'
     return '\n'.join([head, '|' + '---|' * len(d.columns)] + ['| ' + ' | '.join(map(esc, r)) + ' |' for r in d.values])
 
+LONG_CELL = 48   # characters: a longer cell (a template, a list of versions) wraps at spaces; shorter ones, numbers among them, never wrap
+
+def html_table(df:pd.DataFrame) -> str:
+    "An HTML table whose cells never wrap inside a number; cells longer than `LONG_CELL` wrap at spaces, and a wide table scrolls."
+    d = fmt_frame(df.reset_index() if df.index.name else df)
+    td = lambda s: f'<td class="w">{html.escape(s)}</td>' if len(s) > LONG_CELL else f'<td>{html.escape(s)}</td>'
+    head = ''.join(f'<th>{html.escape(str(c))}</th>' for c in d.columns)
+    rows = ''.join('<tr>' + ''.join(td(str(v)) for v in r) + '</tr>' for r in d.values)
+    return f'<div class="tw"><table class="t"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+
 def render(blocks:list, kind:str) -> str:
     "Blocks as Markdown (`kind='md'`) or HTML."
     out = []
@@ -52,15 +62,16 @@ def render(blocks:list, kind:str) -> str:
                         'img': lambda: f'![{b[2]}]({b[1]})\n\n*{b[2]}*', 'pre': lambda: '```\n' + b[1] + '\n```'}[k]())
         else:
             out.append({'h': lambda: f'<h{b[1]}>{html.escape(b[2])}</h{b[1]}>', 'p': lambda: f'<p>{html.escape(b[1])}</p>',
-                        'table': lambda: '<div class="tw">' + fmt_frame(b[1].reset_index() if b[1].index.name else b[1]).to_html(index=False, border=0, classes='t') + '</div>',
+                        'table': lambda: html_table(b[1]),
                         'lead': lambda: f'<p class="lead">{html.escape(b[1])}</p>',
                         'img': lambda: f'<figure><img src="{b[1]}" alt="{html.escape(b[2])}"><figcaption>{html.escape(b[2])}</figcaption></figure>',
                         'pre': lambda: f'<pre>{html.escape(b[1])}</pre>'}[k]())
     if kind == 'md': return '\n\n'.join(out) + '\n'
-    css = ('body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;overflow-wrap:anywhere}'
-           'div.tw{overflow-x:auto;max-width:100%}table.t{border-collapse:collapse;font-size:13px;margin:1em 0}'
-           'table.t td,table.t th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}'
-           'table.t th{white-space:nowrap}table.t td{max-width:44em}'
+    css = ('body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}p{overflow-wrap:break-word}'
+           'div.tw{overflow-x:auto;max-width:100%;margin:1em 0}table.t{border-collapse:collapse;font-size:13px}'
+           'table.t td,table.t th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top;white-space:nowrap}'
+           'table.t th{border-bottom:2px solid #999}table.t td.w{white-space:normal;min-width:22em;max-width:44em}'
+           'table.t td:not(.w){font-variant-numeric:tabular-nums}'
            'p.lead{font-size:1.1em;background:#f3f7ff;border-left:4px solid #3b6fd6;padding:.6em .9em}'
            'pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:12px}img{max-width:100%}figcaption{font-size:12px;color:#555}')
     return f'<!doctype html><html><head><meta charset="utf-8"><title>pope-audit report</title><style>{css}</style></head><body>\n' + '\n'.join(out) + '\n</body></html>\n'
@@ -71,23 +82,30 @@ def _save(fig, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout(); fig.savefig(path, dpi=120); plt.close(fig)
 
+def f1_window(per:pd.DataFrame, pad:float=0.15, min_span:float=0.04) -> tuple[float, float]:
+    "The F1 axis limits that hold every value and interval, padded by `pad` of their span (at least `min_span` wide, inside 0–1)."
+    lo, hi = float(np.nanmin(per[['lo', 'f1']].values)), float(np.nanmax(per[['hi', 'f1']].values))
+    mid, half = (lo + hi) / 2, max(hi - lo, min_span) * (0.5 + pad)
+    return max(mid - half, -0.01), min(mid + half, 1.01)
+
 def plot_f1(per:pd.DataFrame, # one row per readout and split: readout, split, f1, lo, hi
             splits:list[str], # panel order
            ):
-    "Dot plot of F1 with interval and value label, one panel per split."
+    "Dot plot of F1 with interval and value label, one panel per split, the axis zoomed to where the readouts are."
     import matplotlib.pyplot as plt, seaborn as sns
     names = list(dict.fromkeys(per.readout))
-    fig, axes = plt.subplots(1, len(splits), figsize=(3.3 * len(splits) + 1.2, 0.36 * len(names) + 1.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(splits), figsize=(3.6 * len(splits) + 1.6, 0.36 * len(names) + 1.3), sharey=True, sharex=True, squeeze=False)
     pal = dict(zip(names, sns.color_palette('colorblind', len(names))))
     for ax, s in zip(axes[0], splits):
         d = per[per.split == s].set_index('readout').reindex(names)
-        y = np.arange(len(names))
-        ax.hlines(y, d.lo, d.hi, color=[pal[n] for n in names], lw=2.5)
-        ax.scatter(d.f1, y, color=[pal[n] for n in names], zorder=3, s=28)
-        for yi, v in zip(y, d.f1): ax.text(1.02, yi, f'{v:.3f}', va='center', fontsize=8, transform=ax.get_yaxis_transform())
-        ax.set(xlim=(-0.02, 1.0), title=s, xlabel='F1 (95% bootstrap interval)'); ax.grid(axis='x', alpha=.3)
-        ax.set_yticks(y, names); ax.invert_yaxis()
+        for yi, (n, r) in enumerate(d.iterrows()):    # the interval as a capped bar, the value as a small open dot: neither hides the other
+            ax.errorbar(r.f1, yi, xerr=[[r.f1 - r.lo], [r.hi - r.f1]], fmt='o', ms=5, mew=1.5, mfc='white', color=pal[n], elinewidth=2.2, capsize=4, capthick=1.5)
+            ax.text(1.02, yi, f'{r.f1:.3f}', va='center', fontsize=8, transform=ax.get_yaxis_transform())
+        ax.set(title=s, xlabel='F1, 95% bootstrap interval'); ax.grid(axis='x', alpha=.3)
+        ax.set_yticks(range(len(names)), names)
+    axes[0][0].set_xlim(*f1_window(per[per.split.isin(splits)])); axes[0][0].set_ylim(len(names) - 0.5, -0.5)
     return fig
+
 
 # %% ../nbs/13_report.ipynb #7d23c9c3
 CONFIDENT_MARGIN = 2.0   # nats: a decoder margin this large is a confident answer (e^2 ≈ 7.4 : 1 odds), not a near-tie
@@ -319,7 +337,7 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     c = Context(run_dir, recommended, n_boot, questions_label, records)
     said = status_text(c.status)
     blocks = [('h', 1, title)] + ([('p', note)] if note else []) + ([('lead', said)] if said else []) + section_lead(c)
-    blocks += section_manifest(c) + section_probe(c) + section_readouts(c, figs) + section_ties(c)
+    blocks += section_readouts(c, figs) + section_manifest(c) + section_probe(c) + section_ties(c)     # the finding, its figure, then the detail
     blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs) + section_corrections(c, figs)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out/'scores.csv', int_counts(c.st).to_csv(index=False))
