@@ -14,7 +14,7 @@ warnings.filterwarnings('ignore', message='IProgress not found')   # tqdm.auto i
 __all__ = ['STDOUT_NAMES', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file',
            'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'decision_columns', 'repair_jsonl_tail',
            'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict',
-           'set_logging', 'quiet_libraries', 'note', 'LineProgress', 'progress']
+           'set_logging', 'quiet_libraries', 'tilde', 'note', 'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -265,6 +265,11 @@ def quiet_libraries():
         from transformers.utils import logging as hf
         if v: hf.enable_progress_bar(); hf.set_verbosity_info()
         else: hf.disable_progress_bar(); hf.set_verbosity_error()
+
+def tilde(v):
+    "A path under the home folder written from `~` (the home folder's name says nothing about the run); anything else as it is."
+    h = str(Path.home())
+    return '~' + v[len(h):] if isinstance(v, str) and h != '/' and (v == h or v.startswith(h + os.sep)) else v
 
 def note(msg:str):
     "A message for the user on standard error (unless quiet), copied to the log file with a timestamp."

@@ -8,7 +8,7 @@ import html, json, os
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import InputError, atomic_write, output_path
+from .core import InputError, atomic_write, output_path, tilde
 from .data import SPLITS
 from .scoring import read_records, predictions, score_predictions
 from .readouts import READOUTS, exact_tie, correction_labels
@@ -19,10 +19,9 @@ from .runstatus import read_manifest, run_status, run_files, status_text
 
 # %% auto #0
 __all__ = ['REPORT_CSS', 'LONG_CELL', 'CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'html_table', 'render',
-           'f1_window', 'plot_f1', 'int_counts', 'Context', 'section_lead', 'tilde', 'section_manifest',
-           'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped',
-           'section_gap', 'section_attention', 'section_corrections', 'writable_folder', 'write_report',
-           'report_fragment']
+           'f1_window', 'plot_f1', 'int_counts', 'Context', 'section_lead', 'section_manifest', 'section_probe',
+           'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped', 'section_gap',
+           'section_attention', 'section_corrections', 'writable_folder', 'write_report', 'report_fragment']
 
 # %% ../nbs/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -96,7 +95,7 @@ def plot_f1(per:pd.DataFrame, # one row per readout and split: readout, split, f
     "Dot plot of F1 with interval and value label, one panel per split, the axis zoomed to where the readouts are."
     import matplotlib.pyplot as plt, seaborn as sns
     names = list(dict.fromkeys(per.readout))
-    fig, axes = plt.subplots(1, len(splits), figsize=(3.6 * len(splits) + 1.6, 0.36 * len(names) + 1.3), sharey=True, sharex=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(splits), figsize=(3.0 * len(splits) + 1.8, 0.32 * len(names) + 1.4), sharey=True, sharex=True, squeeze=False)
     pal = dict(zip(names, sns.color_palette('colorblind', len(names))))
     for ax, s in zip(axes[0], splits):
         d = per[per.split == s].set_index('readout').reindex(names)
@@ -156,11 +155,6 @@ def section_lead(c:Context) -> list:
     return [('lead', 'The finding. ' + ' | '.join(parts) + '.')]
 
 # %% ../nbs/13_report.ipynb #e53ad0d2
-def tilde(v):
-    "A path under the home folder written from `~` (the home folder's name says nothing about the run); anything else as it is."
-    h = str(Path.home())
-    return '~' + v[len(h):] if isinstance(v, str) and h != '/' and (v == h or v.startswith(h + os.sep)) else v
-
 def section_manifest(c:Context) -> list:
     "What ran: identity and environment from the manifest, and the question set's fingerprint."
     man = c.man
@@ -293,7 +287,8 @@ def section_attention(c:Context, figs:Path) -> list:
     cmp = ar['compare']
     ax = plot_attention(ar['table'])
     _save(ax.figure, figs/'attention.png')
-    return blocks + [('table', pd.DataFrame([{k: (f'{v[0]:.4f}–{v[1]:.4f}' if isinstance(v, tuple) else v) for k, v in cmp.items()}])),
+    shown = [(k, f'{v[0]:.4f}–{v[1]:.4f}' if isinstance(v, tuple) else v) for k, v in cmp.items()]
+    return blocks + [('table', pd.DataFrame(shown, columns=['correct vs wrong', 'value'])),      # one row of 14 numbers reads better as a column
                      ('table', ar['logit']), ('img', 'figures/attention.png', "Share of the answer position's attention on image tokens")]
 
 # %% ../nbs/13_report.ipynb #cf5463e5
@@ -312,8 +307,8 @@ def section_corrections(c:Context, figs:Path) -> list:
                   'same yes-rate (f1_matched), the AUROC of Δ − τ, answers frozen by the plausibility constraint, and cost as a '
                   'time ratio to the baseline.'),
             *([('table', specs)] if len(specs) else []),
-            ('img', 'figures/corrections.png', 'F1 against yes-rate: every constant offset on the baseline\'s margin (the curve), the '
-                                              'baseline, the yes-push control and each correction'),
+            ('img', 'figures/corrections.png', 'Each control and correction: its F1 minus the baseline\'s, in points, with a paired 95% '
+                                              'bootstrap interval, beside a constant offset on the baseline\'s margin at its yes-rate (open diamond)'),
             ('table', tab[TABLE_COLS])]
 
 # %% ../nbs/13_report.ipynb #b4ede789
