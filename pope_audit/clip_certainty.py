@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 from .core import InputError, atomic_write, sha256_file, is_number, quiet_libraries
+from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .synthetic import CLASSES, make_scenes, render_all, annotations_by_image
 from .tinyvlm import ASSETS_ROOT, TRAINED, CLIP_MEAN, CLIP_STD
 import pope_audit.readouts   # first: importing the corrections module on its own goes round a circle through this one

@@ -8,8 +8,8 @@ import dataclasses, hashlib, os, sys, time
 from pathlib import Path
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress, quiet_libraries
+from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_qid
 from .readouts import Record
 from .tokens import token_text
