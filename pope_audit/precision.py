@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .core import InputError, atomic_write, tilde
+from .core import InputError, atomic_write, tilde, quiet_libraries
 from .readouts import READOUTS, margin, applicable
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 from .scoring import read_records, predictions
@@ -44,6 +44,7 @@ def mode_support(mode:str, # one of `MODES`
 def cpu_4bit_accepts(width:int, # in and out features of the test layer
                     ) -> bool:
     "Whether bitsandbytes runs an inference forward of a `width`-wide NF4 layer on this machine's CPU."
+    quiet_libraries()                       # before bitsandbytes loads: its CPU-kernel notice is no news to the caller
     import bitsandbytes as bnb
     layer = bnb.nn.Linear4bit(width, width, quant_type='nf4', compute_dtype=torch.float32)
     layer.load_state_dict(torch.nn.Linear(width, width).state_dict())

@@ -21,7 +21,12 @@ def output_texts(path:Path):
     "(cell index, output kind, text) for every stored text output of a notebook; images are skipped."
     nb = json.loads(path.read_text(encoding='utf-8'))
     for i, c in enumerate(nb['cells']):
-        for o in c.get('outputs', []):
+        outs = []
+        for o in c.get('outputs', []):     # consecutive chunks of one stream read as one text, as Jupyter shows them
+            if o['output_type'] == 'stream' and outs and outs[-1].get('name') == o['name'] and outs[-1]['output_type'] == 'stream':
+                outs[-1] = dict(outs[-1], text=''.join(outs[-1]['text']) + ''.join(o['text']))
+            else: outs.append(o)
+        for o in outs:
             if o['output_type'] == 'stream': yield i, o['name'], ''.join(o['text'])
             elif o['output_type'] == 'error': yield i, 'error', o.get('ename', '') + ': ' + o.get('evalue', '') + '\n' + '\n'.join(o.get('traceback', []))
             else:
