@@ -350,11 +350,17 @@ def write_report(run_dir:str|os.PathLike, # a run folder
 # %% ../nbs/13_report.ipynb #a7c1d2e4
 def report_fragment(html_path:str|os.PathLike, # a report.html that `write_report` wrote
                     figures:int|None=None, # keep only up to this many figures (None: the whole report)
+                    section:str|None=None, # keep only the section whose heading holds this text
                    ) -> str:
     "The report as an HTML fragment for another page: figures inlined, style scoped, headings two levels down."
     import base64, re
     p = Path(html_path)
     body = p.read_text(encoding='utf-8').split('<body>', 1)[1].rsplit('</body>', 1)[0]
+    if section is not None:
+        heads = [(m.start(), m.group(1)) for m in re.finditer(r'<h2>(.*?)</h2>', body)]
+        at = [i for i, (_, t) in enumerate(heads) if section in html.unescape(t)]
+        if not at: raise InputError(f'the report has no section {section!r} (its sections: {", ".join(html.unescape(t) for _, t in heads)})', p, field='section')
+        body = body[heads[at[0]][0]:heads[at[0] + 1][0] if at[0] + 1 < len(heads) else len(body)]
     if figures is not None:
         ends = [m.end() for m in re.finditer('</figure>', body)]
         if len(ends) > figures: body = body[:ends[figures - 1]] if figures else body[:body.index('<figure>')]
