@@ -113,8 +113,8 @@ def plot_attention(t:pd.DataFrame, # `attention_table` output
         v = t.image_share[t.correct == ok]
         if v.empty: continue
         lab = f'{name} (n = {len(v):,}, mean {v.mean():.3f})'
-        if v.nunique() > 1: sns.kdeplot(x=v, fill=True, color=colour, alpha=0.3, ax=ax, label=lab)
+        if v.nunique() > 1: sns.kdeplot(x=v, fill=True, color=colour, alpha=0.3, ax=ax, label=lab, cut=0, clip=(0, 1))   # a share: no density outside the data, nor outside 0–1
         ax.axvline(v.mean(), color=colour, ls='--', lw=1.2, label=None if v.nunique() > 1 else lab)
     ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1), fontsize='small', title='answer (dashed: mean)', title_fontsize='small')   # outside: the curves fill the axes
-    ax.set(xlabel="share of the answer position's attention on image tokens", title=title or 'attention on the image')
+    ax.set(xlabel="share of the answer position's attention on image tokens", title=title or 'attention on the image', xlim=(0, 1))
     return ax

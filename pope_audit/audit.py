@@ -19,9 +19,9 @@ from .report import md_table
 from .synthetic import synthetic_benchmark
 
 # %% auto #0
-__all__ = ['TRANSFERRED', 'AUDIT_READOUTS', 'READOUT_NAMES', 'VERDICTS', 'transfer_verdict', 'model_probe', 'transfer_check',
-           'transfer_warnings', 'precision_label', 'greedy_seen', 'audit_rows', 'manifest_probe', 'audit_table',
-           'audit_markdown', 'plot_audit', 'stderr_printer', 'audit', 'shipped_models', 'audit_demo']
+__all__ = ['TRANSFERRED', 'AUDIT_READOUTS', 'READOUT_NAMES', 'VERDICTS', 'ALL_YES_F1', 'transfer_verdict', 'model_probe',
+           'transfer_check', 'transfer_warnings', 'precision_label', 'greedy_seen', 'audit_rows', 'manifest_probe',
+           'audit_table', 'audit_markdown', 'plot_audit', 'stderr_printer', 'audit', 'shipped_models', 'audit_demo']
 
 # %% ../nbs/16_audit.ipynb #a92b0733
 TRANSFERRED = {'two_token': LLAVA_TWO, 'eight_token': LLAVA_EIGHT}   # readouts that carry LLaVA-1.5's ids to any model
@@ -153,22 +153,31 @@ def audit_markdown(t:pd.DataFrame) -> str:
     return md_table(out)
 
 # %% ../nbs/16_audit.ipynb #aca52d89
+ALL_YES_F1 = 2 / 3   # F1 of answering yes to everything on a balanced split (precision 0.5, recall 1): no better than no model
+
 def plot_audit(t:pd.DataFrame, path:str|os.PathLike|None=None):
-    "Heat map of F1: one row per model and split, one column per readout, each cell written out (starred where the ids do not transfer)."
+    "Heat map of F1, white at the all-yes floor, with a colour bar: one row per model and split, one column per readout, each cell written out (starred where the ids do not transfer)."
     import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
     wide = t.pivot_table(index=['model', 'split'], columns='readout', values='f1', sort=False)
     wide = wide[[r for r in AUDIT_READOUTS if r in wide.columns]]
     flag = t.transfer.fillna('') if 'transfer' in t.columns else pd.Series('', index=t.index)
     bad = {(m, s, r) for m, s, r, v in zip(t.model, t.split, t.readout, flag) if v not in ('', 'transfers')}
     fig, ax = plt.subplots(figsize=(1.7 * wide.shape[1] + 3, 0.42 * len(wide) + 1.4))
-    ax.imshow(wide.values, cmap='RdYlGn', vmin=0, vmax=1, aspect='auto')
+    # diverging at the floor: red below it, white at it, blue above, the blue end at the best cell so that good cells differ from the floor
+    norm = TwoSlopeNorm(vcenter=ALL_YES_F1, vmin=0, vmax=max(np.nanmax(wide.values), ALL_YES_F1 + 0.05))
+    im = ax.imshow(wide.values, cmap='RdBu', norm=norm, aspect='auto')
+    cb = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    cb.set_label('F1 (white: the all-yes floor, 0.667)'); cb.ax.axhline(ALL_YES_F1, color='k', lw=1)
+    cb.set_ticks([0, 0.25, 0.5, ALL_YES_F1, norm.vmax], labels=['0', '0.25', '0.5', f'{ALL_YES_F1:.3f}', f'{norm.vmax:.3f}'])
     ax.set_xticks(range(wide.shape[1]), [READOUT_NAMES[r] for r in wide.columns])
     ax.set_yticks(range(len(wide)), [f'{m} · {s}' for m, s in wide.index])
     for i in range(wide.shape[0]):
         for j in range(wide.shape[1]):
             v = wide.values[i, j]
             star = '*' if (*wide.index[i], wide.columns[j]) in bad else ''
-            ax.text(j, i, '' if np.isnan(v) else f'{v:.3f}{star}', ha='center', va='center', fontsize=9)
+            dark = not np.isnan(v) and abs(norm(v) - 0.5) > 0.35
+            ax.text(j, i, '' if np.isnan(v) else f'{v:.3f}{star}', ha='center', va='center', fontsize=9, color='w' if dark else 'k')
     ax.set_title('F1 by model and readout (0.667: the all-yes floor)' + ('\n*: transferred ids that do not reach the answer' if bad else ''))
     fig.tight_layout()
     if path is not None: fig.savefig(path, dpi=120); plt.close(fig)

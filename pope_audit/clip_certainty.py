@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
-from .core import InputError, atomic_write, sha256_file, is_number
+from .core import InputError, atomic_write, sha256_file, is_number, quiet_libraries
+from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .synthetic import CLASSES, make_scenes, render_all, annotations_by_image
 from .tinyvlm import ASSETS_ROOT, TRAINED, CLIP_MEAN, CLIP_STD
 import pope_audit.readouts   # first: importing the corrections module on its own goes round a circle through this one
@@ -260,6 +260,7 @@ def load_clip(src:str|os.PathLike='tiny', # 'tiny' (the shipped one), a hub id o
              ) -> ClipScorer:
     "A CLIP loaded with `from_pretrained`, with the k and c0 its folder's training.json calibrated, if any."
     from transformers import CLIPModel, AutoTokenizer, AutoImageProcessor
+    quiet_libraries()
     path = tiny_clip_dir() if str(src) == 'tiny' else src
     try:
         model = CLIPModel.from_pretrained(str(path))

@@ -11,7 +11,7 @@ from .readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
 __all__ = ['TABLE_COLS', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push', 'controls', 'offset_curve',
-           'plot_controls']
+           'paired_f1_diff', 'plot_controls']
 
 # %% ../nbs/15c_controls.ipynb #5a2d91b4
 def matched_offset(delta:np.ndarray, # the baseline's margins
@@ -108,26 +108,41 @@ def offset_curve(delta, labels) -> pd.DataFrame:
     tp = np.concatenate([[0], np.cumsum(pos[o])])
     return pd.DataFrame(dict(yes_rate=k / len(d), f1=2 * tp / (k + pos.sum())))
 
-def plot_controls(records, table:pd.DataFrame|None=None, axes=None):
-    "Per split: the constant-offset F1 curve over yes-rate, and the baseline, yes-push and every correction on it."
+def paired_f1_diff(pred, base, labels, n_boot:int=1000, alpha:float=0.05, seed:int=0) -> tuple[float, float, float]:
+    "F1 of `pred` minus F1 of `base` on the same questions, with a paired percentile bootstrap interval (both resampled together; unknown counts as wrong)."
+    from pope_audit.metrics import counted_yes
+    pos = np.asarray(labels, dtype=object) == 'yes'
+    a, b = counted_yes(pred, labels), counted_yes(base, labels)
+    f1 = lambda y, t: 2 * (y & t).sum(-1) / (y.sum(-1) + t.sum(-1))       # 2·TP / (yes answers + positives)
+    idx = np.random.default_rng(seed).integers(0, len(pos), size=(n_boot, len(pos)))
+    with np.errstate(invalid='ignore', divide='ignore'): d = f1(a[idx], pos[idx]) - f1(b[idx], pos[idx])
+    lo, hi = np.nanpercentile(d, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(f1(a, pos) - f1(b, pos)), float(lo), float(hi)
+
+def plot_controls(records, table:pd.DataFrame|None=None, axes=None, n_boot:int=1000):
+    "Per split, one row per control or correction: its F1 minus the baseline's, with a paired 95% interval, beside a constant offset at its yes-rate."
     import matplotlib.pyplot as plt
     table = controls(records) if table is None else table
     splits = list(dict.fromkeys(table.split))
+    names = [n for n in dict.fromkeys(table.readout) if n != 'baseline']
     own = axes is None
-    if own: axes = plt.subplots(1, len(splits), figsize=(4.4 * len(splits), 3.8), squeeze=False)[1][0]
-    fr = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], delta=[r.margin for r in records]))
+    if own: axes = plt.subplots(1, len(splits), figsize=(3.4 * len(splits) + 2.2, 0.34 * len(names) + 1.5), sharey=True, sharex=True, squeeze=False)[1][0]
+    preds = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], baseline=[READOUTS['derived'](r) for r in records],
+                              yes_push=[yes_push(r) for r in records], **{l: [READOUTS[l](r) for r in records] for l in names if l != 'yes_push'}))
     for ax, s in zip(axes, splits):
-        g, t = fr[fr.split == s], table[table.split == s]
-        c = offset_curve(g.delta, g.label)
-        lo, hi = max(0, t.yes_rate.min() - 0.12), min(1, t.yes_rate.max() + 0.12)
-        c = c[(c.yes_rate >= lo) & (c.yes_rate <= hi)]
-        ax.plot(c.yes_rate, c.f1, color='0.6', lw=1, label='constant offset on Δ')
-        for i, r in enumerate(t.itertuples()):
-            base = r.readout == 'baseline'
-            ax.scatter(r.yes_rate, r.f1, s=70 if base else 30, marker='*' if base else 'os^Dv<>ph'[i % 9], color='k' if base else plt.get_cmap('tab20')(i % 20),
-                       label=r.readout, zorder=3)
-        ys = [*c.f1, *t.f1]
-        ax.set(title=s, xlabel='yes-rate', ylabel='F1', xlim=(lo, hi), ylim=(min(ys) - 0.01, max(ys) + 0.01))
+        g, t = preds[preds.split == s], table[table.split == s].set_index('readout')
+        for y, n in enumerate(names):
+            if n not in t.index: continue
+            d, lo, hi = (100 * v for v in paired_f1_diff(g[n], g.baseline, g.label, n_boot))
+            ax.errorbar(d, y, xerr=[[d - lo], [hi - d]], fmt='o', ms=5, color='C0', elinewidth=2, capsize=3,
+                        label='correction − baseline (paired 95% interval)' if y == 0 else None)
+            ax.scatter(100 * (t.f1_matched[n] - t.f1['baseline']), y, marker='D', s=28, facecolor='none', edgecolor='C1', lw=1.3, zorder=3,
+                       label='constant offset at its yes-rate − baseline' if y == 0 else None)
+        ax.axvline(0, color='k', lw=0.8)
+        ax.set(title=f"{s} (baseline F1 {t.f1['baseline']:.4f})", xlabel='F1 − baseline F1 (points)'); ax.grid(axis='x', alpha=.3)
+        ax.set_yticks(range(len(names)), names)
+    axes[0].set_ylim(len(names) - 0.5, -0.5)
     axes[-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
     if own: axes[0].figure.tight_layout()
     return axes
+

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json, math, os, hashlib, tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
+import warnings
+warnings.filterwarnings('ignore', message='IProgress not found')   # tqdm.auto in a notebook without ipywidgets: it falls back to a text bar, and its warning says only that
 
 # %% auto #0
 __all__ = ['STDOUT_NAMES', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file',
            'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'decision_columns', 'repair_jsonl_tail',
            'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict',
-           'set_logging', 'note', 'LineProgress', 'progress']
+           'set_logging', 'quiet_libraries', 'tilde', 'note', 'LineProgress', 'progress']
 
 # %% ../nbs/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -248,14 +250,28 @@ def set_logging(quiet:bool=False, # only errors and results
                ):
     "How notes and progress are shown (the command line's --quiet, --verbose and --log-file)."
     LOG.update(quiet=quiet, verbose=verbose, file=str(log_file) if log_file else None)
-    import sys
-    if 'transformers' not in sys.modules:   # not loaded (the light commands never load it): set what it reads when it loads
-        os.environ['TRANSFORMERS_VERBOSITY'], os.environ['HF_HUB_DISABLE_PROGRESS_BARS'] = ('info', '0') if verbose else ('error', '1')
-        if hub := sys.modules.get('huggingface_hub'): hub.utils.enable_progress_bars() if verbose else hub.utils.disable_progress_bars()
-        return
-    from transformers.utils import logging as hf
-    if verbose: hf.enable_progress_bar(); hf.set_verbosity_info()
-    else: hf.disable_progress_bar(); hf.set_verbosity_error()
+    quiet_libraries()
+
+def quiet_libraries():
+    "The libraries' own progress bars and warnings off, unless `set_logging(verbose=True)`: transformers, huggingface_hub, datasets, bitsandbytes."
+    import logging, sys
+    v = LOG['verbose']
+    logging.getLogger('bitsandbytes').setLevel(logging.NOTSET if v else logging.ERROR)     # its CPU-kernel notice when it loads
+    # not loaded yet (the light commands never load them): set what each reads when it loads; loaded: switch it directly
+    os.environ.update(TRANSFORMERS_VERBOSITY='info' if v else 'error', HF_HUB_DISABLE_PROGRESS_BARS='0' if v else '1')
+    if v: os.environ.pop('HF_DATASETS_DISABLE_PROGRESS_BARS', None)      # datasets lets this variable overrule its own switch: set only to silence
+    else: os.environ['HF_DATASETS_DISABLE_PROGRESS_BARS'] = '1'
+    if hub := sys.modules.get('huggingface_hub'): hub.utils.enable_progress_bars() if v else hub.utils.disable_progress_bars()
+    if ds := sys.modules.get('datasets'): ds.enable_progress_bars() if v else ds.disable_progress_bars()
+    if 'transformers' in sys.modules:
+        from transformers.utils import logging as hf
+        if v: hf.enable_progress_bar(); hf.set_verbosity_info()
+        else: hf.disable_progress_bar(); hf.set_verbosity_error()
+
+def tilde(v):
+    "A path under the home folder written from `~` (the home folder's name says nothing about the run); anything else as it is."
+    h = str(Path.home())
+    return '~' + v[len(h):] if isinstance(v, str) and h != '/' and (v == h or v.startswith(h + os.sep)) else v
 
 def note(msg:str):
     "A message for the user on standard error (unless quiet), copied to the log file with a timestamp."

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 import pandas as pd
 from PIL import Image
-from .core import InputError, need, read_jsonl, input_file
+from .core import InputError, need, read_jsonl, input_file, quiet_libraries
 
 # %% auto #0
 __all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA_ID_BLOCK', 'LLAVA_BLOCKS', 'KNOWN_VERSIONS',
@@ -206,6 +206,7 @@ class DatasetImages:
 
 def _hf_dataset(source, split):
     import datasets
+    quiet_libraries()
     if isinstance(source, (datasets.Dataset, datasets.DatasetDict)): ds = source
     elif not str(source).strip(): raise InputError('hf: needs a dataset id or a folder (hf:lmms-lab/POPE, hf:path/to/saved)', field='questions')
     elif Path(str(source)).exists():
@@ -236,6 +237,7 @@ def read_hf_pope(source='lmms-lab/POPE', split:str='test') -> tuple[pd.DataFrame
 def hf_pope_like(table:pd.DataFrame, images:dict) -> 'datasets.Dataset':
     "A `Dataset` with the lmms-lab/POPE schema built from a question table and `{name: PIL image}`."
     import datasets
+    quiet_libraries()
     feats = datasets.Features({'id': datasets.Value('string'), 'question_id': datasets.Value('string'),
                                'question': datasets.Value('string'), 'answer': datasets.Value('string'),
                                'image_source': datasets.Value('string'), 'image': datasets.Image(),

@@ -8,8 +8,8 @@ import dataclasses, hashlib, os, sys, time
 from pathlib import Path
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
-from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress
+from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress, quiet_libraries
+from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_qid
 from .readouts import Record
 from .tokens import token_text
@@ -124,6 +124,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
        ) -> Path:
     "Answer `questions` with `model`, writing `records.jsonl` and `manifest.json` to `out`; resumes an interrupted run."
     if out is None: raise InputError('an output folder is required', field='out')
+    quiet_libraries()
     check_run_outputs(out)
     cfg = config or check_machine(from_settings(model.name if isinstance(model, Family) else str(model), **settings))   # the command line checked its own
     corrections = make_corrections(cfg.corrections)

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 import pope_audit
-from .core import InputError, atomic_write
+from .core import InputError, atomic_write, quiet_libraries
 from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape
 
 # %% auto #0
@@ -510,6 +510,7 @@ def load_adapter(src:str, # hub id or local folder
                  **options) -> Family:
     "The family adapter for the model at `src`, loaded with `from_pretrained`."
     from transformers import AutoModelForImageTextToText
+    quiet_libraries()
     load_ports()
     cfg = _model_config(src, revision)
     cls = family_for(cfg.model_type, src)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .core import InputError, atomic_write
+from .core import InputError, atomic_write, tilde, quiet_libraries
 from .readouts import READOUTS, margin, applicable
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 from .scoring import read_records, predictions
@@ -45,6 +45,7 @@ def mode_support(mode:str, # one of `MODES`
 def cpu_4bit_accepts(width:int, # in and out features of the test layer
                     ) -> bool:
     "Whether bitsandbytes runs an inference forward of a `width`-wide NF4 layer on this machine's CPU."
+    quiet_libraries()                       # before bitsandbytes loads: its CPU-kernel notice is no news to the caller
     import bitsandbytes as bnb
     layer = bnb.nn.Linear4bit(width, width, quant_type='nf4', compute_dtype=torch.float32)
     layer.load_state_dict(torch.nn.Linear(width, width).state_dict())
@@ -249,7 +250,7 @@ def precision_audit(out:str|os.PathLike, # output folder
                f'largest margin change {ctl.max_margin_change.max():.3g}' + ('' if ctl.changed.sum() == 0 else
                ' — WARNING: this machine is not deterministic; treat changes of this size as noise'))
     summ = precision_summary(t)
-    md = ['# Precision audit', f'Model: {model}. Reference: {ref}. Questions: {t[t["mode"] == ref].groupby("split").n.first().to_dict()}.',
+    md = ['# Precision audit', f'Model: {tilde(model)}. Reference: {ref}. Questions: {t[t["mode"] == ref].groupby("split").n.first().to_dict()}.',
           control, ('Refused: ' + why_refused) if refused else 'Every precision asked for ran.',
           '## Decisions and F1 against the reference', md_table(summ),
           '## The readout gap, F1(derived) − F1(two_token), by precision', md_table(gap),

@@ -10,7 +10,7 @@ from .metrics import scores, confusion, counted_yes, paper_confusion
 from .paper import PAPER, PUBLISHED_RHO_N
 
 # %% auto #0
-__all__ = ['RATES', 'apply_flips', 'published_flips', 'paper_reconstruction', 'estimate_flips', 'check_identity',
+__all__ = ['RATES', 'FEW_MARGINS', 'apply_flips', 'published_flips', 'paper_reconstruction', 'estimate_flips', 'check_identity',
            'reconstruct_preds', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
 
 # %% ../nbs/10_reconstruct.ipynb #ad864e06
@@ -91,13 +91,22 @@ def flip_margins(records, a:str='derived', b:str='two_token', b_ids:dict|None=No
                              margin=[r.margin for r in records], margin_b=[margin(r, b_ids) for r in records],
                              flipped=[READOUTS[a](r) != READOUTS[b](r) for r in records]))
 
+FEW_MARGINS = 12   # at most this many distinct margins: one bar per value (a histogram's bins would be mostly empty)
+
 def plot_flip_margins(fm:pd.DataFrame, ax=None, title:str=''):
-    "Histogram of the decoder's margin, flipped questions stacked on unflipped ones (each bin's height: all its questions)."
+    "Counts of questions by the decoder's margin, flipped stacked on unflipped: one bar per value when there are few, else a histogram."
     import matplotlib.pyplot as plt, seaborn as sns
     ax = ax or plt.subplots(figsize=(6, 3.2))[1]
-    sns.histplot(fm.assign(decision=fm.flipped.map({True: 'flipped', False: 'same'})), x='margin', hue='decision', bins=40,
-                 ax=ax, hue_order=['same', 'flipped'], multiple='stack', stat='count')
-    ax.axvline(0, color='k', lw=0.8)
-    sns.move_legend(ax, 'upper center')   # over the tie line, where neither example has tall bars
+    d = fm.assign(decision=fm.flipped.map({True: 'flipped', False: 'same'}))
+    if fm.margin.nunique() <= FEW_MARGINS:
+        n = d.groupby(['margin', 'decision']).size().unstack(fill_value=0).reindex(columns=['same', 'flipped'], fill_value=0)
+        x = [f'{v:g}' for v in n.index]
+        ax.bar(x, n.same, color='C0', label='same'); ax.bar(x, n.flipped, bottom=n.same, color='C1', label='flipped')
+        for i, (s, f) in enumerate(zip(n.same, n.flipped)): ax.text(i, s + f, f'{s:,} same, {f:,} flipped', ha='center', va='bottom', fontsize=8)
+        ax.legend(title='decision', loc='upper left', bbox_to_anchor=(1.01, 1)); ax.set_ylim(0, 1.12 * (n.same + n.flipped).max()); ax.set_ylabel('questions')
+    else:
+        sns.histplot(d, x='margin', hue='decision', bins=40, ax=ax, hue_order=['same', 'flipped'], multiple='stack', stat='count')
+        ax.axvline(0, color='k', lw=0.8); ax.set_ylabel('questions')
+        sns.move_legend(ax, 'upper center')   # over the tie line, where neither example has tall bars
     ax.set(xlabel='decoder margin: max derived-yes logit − max derived-no logit', title=title or 'where the flips lie')
     return ax

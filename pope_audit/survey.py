@@ -11,7 +11,7 @@ import pandas as pd
 from .paper import READOUT_GAP, BASELINE_SPREAD, PAPER_BASELINE
 
 # %% auto #0
-__all__ = ['SURVEY', 'DECODING_COLORS', 'load_survey', 'decoding_group', 'entries', 'paper_table', 'plot_gains',
+__all__ = ['SURVEY', 'DECODING_COLORS', 'load_survey', 'decoding_group', 'entries', 'paper_table', 'gain_labels', 'plot_gains',
            'baselines_by_decoding', 'plot_baselines']
 
 # %% ../nbs/11_survey.ipynb #8e4c9d31
@@ -75,25 +75,33 @@ def paper_table(E:pd.DataFrame|None=None) -> pd.DataFrame:
 # %% ../nbs/11_survey.ipynb #fb424794
 DECODING_COLORS = {'greedy': '#1f77b4', 'sampling': '#ff7f0e', 'beam': '#2ca02c', 'unclear': '#7f7f7f'}
 
+def gain_labels(d:pd.DataFrame) -> list[str]:
+    "A readable bar label per entry: the method (a preprint's citation key replaced by the name it cites) and its decoding; entries alike also name their survey row."
+    name = lambda m: re.sub(r"^'([^']+)' per preprint key \S+$", r'\1 (as the preprint cites it)', m)
+    base = [f'{name(m)} ({dec})' for m, dec in zip(d.method, d.decoding)]
+    twice = {b for b in base if base.count(b) > 1}
+    return [b + (f", row {r}" + (': evaluation paper' if 'evaluation paper' in p else ": method's own paper") if b in twice else '')
+            for b, r, p in zip(base, d.row_id, d.paper)]
+
 def plot_gains(E:pd.DataFrame|None=None, ax=None):
     "Horizontal bars of adversarial F1 gains (value on each), with the readout gap and the baseline spread marked above."
     import matplotlib.pyplot as plt, textwrap
     from matplotlib.patches import Patch
     E = entries() if E is None else E
     d = E.dropna(subset=['gain']).sort_values('gain').reset_index(drop=True)
-    ax = ax or plt.subplots(figsize=(8, 0.42 * len(d) + 1.6))[1]
+    ax = ax or plt.subplots(figsize=(9, 0.5 * len(d) + 1.6))[1]
     for i, r in d.iterrows():
         c = DECODING_COLORS[r.decoding]
         ax.barh(i, r.gain, color=c if r.verified else 'none', edgecolor=c, hatch=None if r.verified else '///')
-        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=7, bbox=dict(fc='white', ec='none', pad=0.5))   # readable across the marker lines
-    ax.set_yticks(range(len(d)), [textwrap.fill(f'{m} ({dec})', 34) for m, dec in zip(d.method, d.decoding)], fontsize=7)
+        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=9, bbox=dict(fc='white', ec='none', pad=0.5))   # readable across the marker lines
+    ax.set_yticks(range(len(d)), [textwrap.fill(l, 40) for l in gain_labels(d)], fontsize=9)
     top = ax.get_xaxis_transform()
-    for x, ls, label in [(READOUT_GAP, '--', f'readout gap {READOUT_GAP}'), (BASELINE_SPREAD, ':', f'baseline spread {BASELINE_SPREAD}')]:
+    for x, ls, label, ha in [(READOUT_GAP, '--', f'readout gap {READOUT_GAP} ', 'right'), (BASELINE_SPREAD, ':', f' baseline spread {BASELINE_SPREAD}', 'left')]:
         ax.axvline(x, ls=ls, c='k', lw=1)
-        ax.text(x, 1.01, label, transform=top, fontsize=7, ha='center', va='bottom')
+        ax.text(x, 1.01, label, transform=top, fontsize=9, ha=ha, va='bottom')      # each label on its own side of its line
     present = [k for k in DECODING_COLORS if k in set(d.decoding)]
     ax.legend(handles=[Patch(color=DECODING_COLORS[k], label=k) for k in present] + [Patch(facecolor='none', edgecolor='k', hatch='///', label='unverified')],
-              fontsize=7, loc='lower right')
+              fontsize=9, loc='lower right')
     ax.set_xlim(min(0, d.gain.min()) - 0.5, max(d.gain.max(), BASELINE_SPREAD) + 1.5)
     ax.set_xlabel('gain in adversarial F1 (points)')
     ax.set_title('Published LLaVA-1.5-7B POPE gains vs the readout gap', pad=16)
@@ -113,8 +121,9 @@ def plot_baselines(E:pd.DataFrame|None=None, ax=None):
     b = E.dropna(subset=['base']).drop_duplicates(['row_id', 'decoding', 'base'])
     ax = ax or plt.subplots(figsize=(6, 2.6))[1]
     sns.stripplot(b, x='base', y='decoding', hue='verified', palette={True: 'k', False: '#bbbbbb'}, size=7, jitter=0.15, ax=ax)
-    ax.axvline(PAPER_BASELINE, c='r', lw=1, ls='--'); ax.text(PAPER_BASELINE, -0.45, f"paper's {PAPER_BASELINE} (NF4) ", color='r', fontsize=7, ha='right')
+    line = ax.axvline(PAPER_BASELINE, c='r', lw=1, ls='--')      # named in the legend: a label on the line would sit on the axis frame
     h, l = ax.get_legend_handles_labels()
-    ax.legend(h, [{'True': 'verified', 'False': 'unverified'}[x] for x in l], fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
+    ax.legend(h + [line], [{'True': 'verified', 'False': 'unverified'}.get(x, x) for x in l] + [f"the paper's {PAPER_BASELINE}\n(4-bit NF4, eight-token)"],
+              fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
     ax.set(xlabel='baseline adversarial F1', ylabel='', title='LLaVA-1.5-7B baselines by decoding setting')
     return ax

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, os, shutil, tempfile
 from pathlib import Path
 import torch
-from .core import cache_dir, shared_dir, scratch_dir
+from .core import cache_dir, shared_dir, scratch_dir, quiet_libraries
 from .tokens import shared_tokenizer
 from .models import QwenParts, no_video_processor
 
@@ -140,6 +140,7 @@ TINY = {'llava15': tiny_llava15, 'llava-next': tiny_llava_next, 'qwen2-vl': tiny
 
 def save_tiny(family:str, folder:str|os.PathLike, seed:int=0) -> Path:
     "Build the tiny `family` model and save model + processor to `folder` (loadable with `from_pretrained`)."
+    quiet_libraries()
     model, proc = TINY[family](seed)
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder)); proc.save_pretrained(str(folder))

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import pandas as pd
-from tqdm.auto import tqdm
-from .core import cache_dir, shared_dir, sha256_file, atomic_write, InputError, scratch_dir
+from .core import cache_dir, shared_dir, sha256_file, atomic_write, InputError, scratch_dir, quiet_libraries
+from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .synthetic import make_scenes, render_all, CLASSES
 from .builder import image_objects, cooccurrence, QUESTION, build_pope
 from .tokens import get_template
@@ -380,6 +380,7 @@ def _embed_key(sd): return next(k for k in sd if k.endswith('embed_tokens.weight
 def save_vlm(model, family:str, used:list[int], folder:str|os.PathLike, info:dict|None=None, seed:int=0) -> Path:
     "Save config and fp16 weights to `folder`, the embedding only as its `used` rows (the rest is `base_rows(seed)`)."
     from safetensors.torch import load_file, save_file
+    quiet_libraries()
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp())
     m = copy.deepcopy(model).to(torch.float16)
