@@ -33,8 +33,8 @@ class Mutant:
     why: str = ''
 
 
-M, R, T = 'nbs/04_metrics.ipynb', 'nbs/03_readouts.ipynb', 'nbs/02_tokens.ipynb'
-G, GT = 'nbs/15a_grounding.ipynb', ('tests/test_grounding.py',)
+M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb', 'nbs/foundation/02_tokens.ipynb'
+G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
     Mutant('policy_no', M, "elif unknown == 'no': fn, tn = fn + up, tn + un", "elif unknown == 'no': fn, tn = fn + up, tn", (M,),
