@@ -13,177 +13,16 @@ from fastcore.basics import patch
 import pope_audit
 from .core import InputError, atomic_write, quiet_libraries
 from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape
+from .family import (Encoded, expand_image_token, Family, FAMILIES, register_family, QUANTIZATIONS, DTYPES, bnb_config,
+                               bnb_4bit_config)   # the interface every family implements, re-exported here
+
 
 # %% auto #0
-__all__ = ['FAMILIES', 'ENGINE_FEATURES', 'CATALOGUE', 'PROMPT_PRESETS', 'QUANTIZATIONS', 'DTYPES', 'Encoded',
-           'expand_image_token', 'Family', 'register_family', 'load_ports', 'family_for', 'Llava15', 'LlavaNext',
-           'QwenParts', 'Qwen2VL', 'InstructBlip', 'no_video_processor', 'proven_features', 'chat_prompt', 'Generic',
-           'catalogue', 'write_catalogue', 'bnb_config', 'bnb_4bit_config', 'load_adapter', 'quantization_in_effect',
-           'module_dtypes']
+__all__ = ['ENGINE_FEATURES', 'CATALOGUE', 'PROMPT_PRESETS', 'load_ports', 'family_for', 'Llava15', 'LlavaNext', 'QwenParts',
+           'Qwen2VL', 'InstructBlip', 'no_video_processor', 'proven_features', 'chat_prompt', 'Generic', 'catalogue',
+           'write_catalogue', 'load_adapter', 'quantization_in_effect', 'module_dtypes']
 
-# %% ../nbs/models/05_models.ipynb #ae63e21c
-@dataclass
-class Encoded:
-    "One image and its questions, tokenised."
-    ids: list[list[int]]          # full prompt ids per question (image tokens expanded)
-    vision: dict                  # tensors the image forward needs
-    span: tuple[int, int]         # image-token span [start, end) in the prompt ids
-    shared: int                   # leading ids every question shares (0: nothing shared at the token level)
-    extra: dict = field(default_factory=dict)
-    @property
-    def split(self) -> int:
-        "Former name of `shared` (kept so that frozen snapshots read as before)."
-        return self.shared
-
-# %% ../nbs/models/05_models.ipynb #33b5cb31
-def expand_image_token(ids:list[int], # prompt ids holding one placeholder
-                       image_id:int, # the placeholder id
-                       n:int, # how many image tokens it stands for
-                      ) -> list[int]:
-    "Replace the single image placeholder id in `ids` by `n` copies."
-    i = ids.index(image_id)
-    return ids[:i] + [image_id] * n + ids[i + 1:]
-
-# %% ../nbs/models/05_models.ipynb #011658dc
-class Family:
-    "What a model family is; the engine runs it."
-    family:str = ''                  # registry name, e.g. 'llava15'
-    model_types:tuple = ()           # `config.model_type` values this family serves
-    default_template:str = 'llava15' # template preset used when none is given
-    image_token:str|None = '<image>' # the template's image placeholder; None: image tokens are prepended by id
-    shares_prefix:bool = True        # the image sits in a question-independent prefix whose KV cache is shared
-    experimental:bool = False        # not checked against the family's original code
-    options:dict = {}                # family options and their defaults
-    features:dict = dict(prefix=True, batching=True, attention=True)   # engine features the family suite proves for it
-    cross_attention:bool = False     # the image enters through cross-attention layers (no image keys in self-attention)
-
-    def __init__(self, model, processor, template:str|Template|None=None, name:str|None=None, **options):
-        unknown = set(options) - set(self.options)
-        if unknown: raise InputError(f'{", ".join(sorted(unknown))}: not an option of the {self.family} family '
-                                     f'(its options: {", ".join(self.options) or "none"})', field='family options')
-        self.settings = {**self.options, **options}
-        self.model, self.processor = model, processor
-        self.tokenizer = getattr(processor, 'tokenizer', processor)
-        self.template = get_template(template or self.default_template)
-        self.name = name or getattr(model, 'name_or_path', '') or self.family
-        if self.image_token is not None:
-            n = self.template.text.count(self.image_token)
-            if n != 1: raise InputError(f'template {self.template.name!r} must contain the image placeholder {self.image_token!r} exactly once (found {n})', field='template')
-        self.image_token_id = self._image_token_id()
-        self.probe = probe(self.tokenizer, self.template, name=self.name)
-        if not (self.probe.derived['yes'] and self.probe.derived['no']):
-            raise InputError('template does not fit this tokenizer: no single-token yes/no answer at the answer position\n'
-                             + self.probe.answers.to_string(index=False), field='template')
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        eos = getattr(getattr(model, 'generation_config', None), 'eos_token_id', None)
-        self.eos_ids = set([eos] if isinstance(eos, int) else (eos or [])) | ({self.tokenizer.eos_token_id} - {None})
-
-    def _image_token_id(self) -> int:
-        t = self.image_token
-        i = self.tokenizer.convert_tokens_to_ids(t)
-        if i is None or i == self.tokenizer.unk_token_id or t not in self.tokenizer.get_vocab():
-            raise InputError(f'the processor has no image token {t!r}', field='image_token')
-        return i
-
-# %% ../nbs/models/05_models.ipynb #4a47d7a1
-@patch(as_prop=True)
-def device(self:Family):
-    "Where the model's parameters are."
-    return next(self.model.parameters()).device
-
-@patch(as_prop=True)
-def readout_ids(self:Family) -> dict[str, list[int]]:
-    "The derived readout set: single-token yes/no ids at the answer position under this template."
-    return self.probe.derived
-
-@patch(as_prop=True)
-def vocab_size(self:Family) -> int:
-    "Rows of the output layer (may exceed the tokenizer's size)."
-    return self.model.get_output_embeddings().weight.shape[0]
-
-@patch
-def prompt(self:Family, question:str) -> str:
-    "The rendered prompt for `question`."
-    return self.template.render(question)
-
-@patch
-def candidate_ids(self:Family) -> list[int]:
-    "Ids whose logits every record keeps: the paper's eight (if in range), every surface id and the derived set."
-    ids = {i for s in (LLAVA_EIGHT, self.probe.surface, self.probe.derived) for l in s.values() for i in l}
-    return sorted(i for i in ids if 0 <= i < self.vocab_size)
-
-# %% ../nbs/models/05_models.ipynb #5e0b2a1e
-@patch
-def image_inputs(self:Family, image) -> tuple[dict, int]:
-    "Vision tensors for `image`, and how many image tokens it becomes."
-    raise NotImplementedError(f'{type(self).__name__}.image_inputs')
-
-@patch
-def encode(self:Family, image, questions:list[str]) -> Encoded:
-    "Ids of each question's whole prompt, vision tensors, image span and shared prefix length."
-    vision, n = self.image_inputs(image)
-    ids = [expand_image_token(self.tokenizer(self.prompt(q)).input_ids, self.image_token_id, n) for q in questions]
-    pos = [i for i, t in enumerate(ids[0]) if t == self.image_token_id]
-    span = (pos[0], pos[-1] + 1)
-    return Encoded(ids, {k: v.to(self.device) for k, v in vision.items()}, span, span[1] if self.shares_prefix else 0)
-
-@patch
-def prefix_inputs(self:Family, enc:Encoded) -> dict:
-    "Extra arguments of the forward over the shared prefix: the vision tensors."
-    return {k: v.to(self.model.dtype) if v.is_floating_point() else v for k, v in enc.vision.items()}
-
-@patch
-def full_inputs(self:Family, image, question:str) -> dict:
-    "The processor's inputs for one whole prompt (the per-question reference path)."
-    return dict(self.processor(images=image, text=self.prompt(question), return_tensors='pt').to(self.device))
-
-# %% ../nbs/models/05_models.ipynb #3cd1d4e8
-@patch
-def next_position(self:Family, enc:Encoded) -> int:
-    "Position id of the first token after the shared prefix."
-    return enc.shared
-
-@patch
-def position_ids(self:Family, pos:torch.Tensor) -> torch.Tensor:
-    "Position ids `[B, L]` in the shape this family's model takes."
-    return pos
-
-@patch
-def text_model(self:Family):
-    "The module that runs text tokens against a cache."
-    return self.model
-
-@patch
-def image_state(self:Family, enc:Encoded) -> dict:
-    "Per-image work done once, for a family that shares no token prefix."
-    raise NotImplementedError(f'{type(self).__name__} shares its image prefix; it has no image_state')
-
-@patch
-def embed(self:Family, enc:Encoded, rows:list[int], state:dict, ids:torch.Tensor) -> torch.Tensor:
-    "Input embeddings of the whole prompts `ids` (left-padded) of `rows`, for a family that shares no token prefix."
-    raise NotImplementedError(f'{type(self).__name__} shares its image prefix; it has no embed')
-
-@patch
-def decoder_layers(self:Family) -> torch.nn.ModuleList:
-    "The language model's decoder layers."
-    for name, mod in self.model.named_modules():
-        if name.endswith('layers') and 'language_model' in name and isinstance(mod, torch.nn.ModuleList): return mod
-    raise RuntimeError('no language-model decoder layers found')
-
-# %% ../nbs/models/05_models.ipynb #9f7f2e0c
-# the family registry: name -> family class
-FAMILIES: dict[str, type[Family]] = {}
-
-def register_family(cls:type[Family]) -> type[Family]:
-    "Add a family class to `FAMILIES` (a name or model type already taken is an error)."
-    old = FAMILIES.get(cls.family)
-    rerun = old is not None and old is not cls and old.__qualname__ == cls.__qualname__   # its defining code ran again (a notebook re-run)
-    if not cls.family or (old is not None and not rerun): raise ValueError(f'family name {cls.family!r} is empty or already registered')
-    taken = {t: f for f, c in FAMILIES.items() for t in c.model_types if f != cls.family}
-    if clash := [t for t in cls.model_types if t in taken]: raise ValueError(f'model type {clash[0]!r} is already served by {taken[clash[0]]!r}')
-    FAMILIES[cls.family] = cls
-    return cls
-
+# %% ../nbs/models/05_models.ipynb #66c31a5a
 def load_ports():
     "Import the families the package ports itself (their modules register them): mPLUG-Owl2."
     import pope_audit.mplug_owl2
@@ -462,25 +301,6 @@ def write_catalogue(proofs:dict[str, dict], path=None) -> Path:
     return path
 
 # %% ../nbs/models/05_models.ipynb #aa70150a
-# the weight quantizations a model loads with
-QUANTIZATIONS = ('nf4', 'int8')
-# the dtypes a model loads in
-DTYPES = ('float32', 'float16', 'bfloat16')
-
-def bnb_config(quantization:str='nf4', # 'nf4' (4-bit NF4, double quantisation) or 'int8'
-               compute_dtype=torch.float16, # dtype of 4-bit matmuls
-              ):
-    "A `BitsAndBytesConfig` for `quantization`."
-    from transformers import BitsAndBytesConfig
-    if quantization == 'int8': return BitsAndBytesConfig(load_in_8bit=True)
-    if quantization == 'nf4': return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype=compute_dtype,
-                                                        bnb_4bit_use_double_quant=True)
-    raise InputError(f'unknown quantization {quantization!r} (one of {", ".join(QUANTIZATIONS)})', field='quantization')
-
-def bnb_4bit_config():
-    "NF4 weights, fp16 compute, double quantisation (the paper's setting)."
-    return bnb_config('nf4')
-
 def _processor(src, model_type, revision):
     from transformers import AutoProcessor, AutoTokenizer, AutoImageProcessor
     if model_type == 'qwen2_vl':   # the full processor needs torchvision; the family needs only these two

@@ -21,7 +21,7 @@ from transformers.models.llama.modeling_llama import (LlamaMLP, LlamaRMSNorm, Ll
                                                       apply_rotary_pos_emb, eager_attention_forward)
 from transformers.utils.output_capturing import capture_outputs
 from .core import InputError
-from .models import Encoded, Family, bnb_config, register_family
+from .family import Encoded, Family, bnb_config, register_family
 
 # %% auto #0
 __all__ = ['VISION_DEFAULTS', 'ABSTRACTOR_DEFAULTS', 'MplugOwl2Config', 'MplugOwl2VisionEmbeddings', 'MplugOwl2VisionAttention',
