@@ -14,8 +14,8 @@ from .core import InputError, atomic_write, sha256_file, is_number, quiet_librar
 from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .synthetic import CLASSES, make_scenes, render_all, annotations_by_image
 from .tinyvlm import ASSETS_ROOT, TRAINED, CLIP_MEAN, CLIP_STD
-import pope_audit.readouts   # first: importing the corrections module on its own goes round a circle through this one
-from .corrections import Correction, register_correction, ImageWork, yes_no_margin, auroc
+from .correction import Correction, register_correction, ImageWork, yes_no_margin
+from .controls import auroc
 
 # %% auto #0
 __all__ = ['NOUN', 'TINY_CLIP', 'SPECIAL', 'PROMPT_WORDS', 'PROMPTS', 'CLIP_ASSET', 'REAL_CLIP', 'object_noun', 'crop_boxes',

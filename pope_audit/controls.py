@@ -11,7 +11,7 @@ from .readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
 __all__ = ['TABLE_COLS', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push', 'controls', 'offset_curve',
-           'paired_f1_diff', 'plot_controls']
+           'paired_f1_diff', 'plot_controls', 'run_controls']
 
 # %% ../nbs/appendix/15c_controls.ipynb #5a2d91b4
 def matched_offset(delta:np.ndarray, # the baseline's margins
@@ -145,4 +145,14 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None, n_boot:int=1
     axes[-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
     if own: axes[0].figure.tight_layout()
     return axes
+
+
+# %% ../nbs/appendix/15c_controls.ipynb #f9f25d26
+def run_controls(run_dir) -> pd.DataFrame:
+    "The controls table of a run folder (its records, and its manifest's timing)."
+    import json
+    from pathlib import Path
+    from pope_audit.scoring import read_records
+    man = json.loads((Path(run_dir)/'manifest.json').read_text())
+    return controls(read_records(run_dir), man.get('timing'))
 

@@ -12,7 +12,7 @@ from .inference import run
 from .report import write_report
 
 # %% auto #0
-__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'demo', 'demo_summary']
+__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'demo', 'demo_summary', 'tiny_benchmark_controls']
 
 # %% ../nbs/interface/14_demo.ipynb #26d3de90
 # the report's command for the same audit on a real model and a GPU
@@ -64,3 +64,20 @@ def demo_summary(out:str|os.PathLike, # the demo's output folder
     if seconds is not None: lines.append(f'took {seconds:.0f} s in all: benchmark, run, scores and report (the report gives the run alone)')
     lines.append(f'report: {Path(out)/"report.html"}')
     return '\n'.join(lines)
+
+# %% ../nbs/interface/14_demo.ipynb #f3f5a465
+from .corrections import TABLE_SPECS
+from .controls import run_controls
+
+def tiny_benchmark_controls(folder, # where the benchmark and the run go
+                            n_images:int=100, # synthetic scenes
+                            specs=TABLE_SPECS, # corrections to run
+                            seed:int=2026, batch_size:int=8) -> pd.DataFrame:
+    "The built-in benchmark through the trained tiny LLaVA-1.5 with every correction in `specs`, as the controls table."
+    from pathlib import Path
+    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.inference import run
+    qs, imgs = synthetic_benchmark(Path(folder)/'bench', n_images, seed)
+    out = run(str(tiny_vlm_dir()), qs, imgs, Path(folder)/'run', batch_size=batch_size, max_new_tokens=1, progress=False, corrections=list(specs))
+    return run_controls(out)

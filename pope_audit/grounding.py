@@ -9,7 +9,7 @@ import torch
 from .core import InputError, is_number
 from .models import Encoded
 from .engine import Prefix, attention_scope, _fork
-from .corrections import (Correction, ImageWork, register_correction, yes_no_margin, contrast_quantities,
+from .correction import (Correction, ImageWork, register_correction, yes_no_margin, contrast_quantities,
                                     image_free, batched_logits, check_apc_beta)
 
 # %% auto #0
