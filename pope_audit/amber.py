@@ -112,7 +112,7 @@ def read_amber_responses(path:str|os.PathLike, # AMBER's response JSON: a list o
                          check=None, # a `scoring.JoinCheck` collecting the pairing checks
                         ) -> list:
     "Records from AMBER's response JSON, joined to its questions by id; generative, unknown and repeated ids are refused."
-    from pope_audit.readouts import Record                  # imported here: the readouts module imports this one
+    from pope_audit.readouts import Record
     if questions is None: raise InputError("AMBER's response file holds only ids and responses: give AMBER's data folder (--questions)", path)
     qs = {r.question_id: r for r in questions.itertuples(index=False) if r.split in AMBER_GROUPS}
     seen, out = {}, []
@@ -211,7 +211,7 @@ def read_amber_table(path:str|os.PathLike, # a VLMEvalKit result table of AMBER
                     ) -> list|None:
     "Records from VLMEvalKit's AMBER table (category an AMBER type string), joined by image and question words; None if the table is not AMBER's."
     from pope_audit.readouts import Record
-    from pope_audit.scoring import read_table, answer_text, JoinCheck, _pair_key
+    from pope_audit.readers import read_table, answer_text, JoinCheck, _pair_key
     from pope_audit.data import norm_label, norm_qid
     df, lines = read_table(path)
     if not {'index', 'question', 'answer', 'category', 'image_path', 'prediction'} <= set(df.columns) or not len(df) \
@@ -247,12 +247,12 @@ def read_amber_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file of 
                   ) -> list|None:
     "Records from an lmms-eval amber_g log (doc: question_id, task_type, text, truth), discriminative docs only; None if the log is not AMBER's."
     from pope_audit.readouts import Record
-    from pope_audit.scoring import lmms_objects, _first_text, answer_text
+    from pope_audit.readers import lmms_objects, _first_text, answer_text
     from pope_audit.data import norm_label
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and ({'question_id', 'task_type'} <= set(doc0) or 'amber_chair' in objs[0][1])): return None
-    from pope_audit.scoring import JoinCheck
+    from pope_audit.readers import JoinCheck
     qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False) if r.split in AMBER_GROUPS}
     if qs is not None and check is None: check = JoinCheck(questions, path)
     seen, out = {}, []

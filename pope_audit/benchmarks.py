@@ -11,6 +11,7 @@ from typing import Callable
 import pandas as pd
 from .core import InputError
 from . import data, mme, amber, naturalbench, hallusionbench
+import pope_audit.scoring   # registers each benchmark's official rule as a readout
 
 # %% auto #0
 __all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'mme_section',

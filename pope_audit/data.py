@@ -345,14 +345,9 @@ def load_questions(sources:Iterable[str|os.PathLike], labels:str|os.PathLike|Non
     sources = [str(s) for s in sources]
     if any(s.startswith('hf:') for s in sources):
         if len(sources) > 1: raise InputError('hf: takes one dataset, not more question sources', field='questions')
-        if 'mme' in sources[0].lower():
-            from pope_audit.mme import read_hf_mme
-            return read_hf_mme(sources[0][3:])
         return read_hf_pope(sources[0][3:])
     for s in sources:
         if not Path(s).is_dir(): input_file(s, 'question file')
-    from pope_audit.mme import is_mme_folder, read_mme_questions     # here: the mme module builds on this one
-    if len(sources) == 1 and is_mme_folder(sources[0]): return read_mme_questions(sources[0]), None
     if len(sources) == 1 and Path(sources[0]).is_file() and not split_from_name(sources[0]):
         if labels is None: raise InputError('this looks like a LLaVA question file: give its label folder too (--labels)', sources[0])
         return read_llava_questions(sources[0], labels), None

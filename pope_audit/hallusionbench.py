@@ -184,7 +184,7 @@ def read_hallusion_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file
                        check=None, # a `scoring.JoinCheck` collecting the pairing checks
                       ) -> list|None:
     "Records from lmms-eval's HallusionBench log (its docs are HallusionBench's rows; the response is the model_prediction), or None if the log is not HallusionBench's."
-    from pope_audit.scoring import lmms_objects, _first_text
+    from pope_audit.readers import lmms_objects, _first_text
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and {*HALLUSION_KEY, 'gt_answer'} <= set(doc0)): return None
@@ -204,7 +204,7 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
                          check=None, # a `scoring.JoinCheck` collecting the pairing checks
                         ) -> list|None:
     "Records from VLMEvalKit's HallusionBench table (set, figure and question from `index` parts 3-5, as its Hallusion_rating reads them), or None if the table is not HallusionBench's."
-    from pope_audit.scoring import read_table, answer_text
+    from pope_audit.readers import read_table, answer_text
     df, lines = read_table(path)
     if not {'index', 'prediction', 'category', 'l2-category', 'answer'} <= set(df.columns) or not len(df) or str(df.category.iloc[0]) not in ('VD', 'VS'): return None
     rows = []

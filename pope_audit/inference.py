@@ -11,6 +11,7 @@ import torch
 from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress, quiet_libraries
 from tqdm.auto import tqdm     # after core, whose warning filter quiets tqdm's notice that notebook widgets are missing
 from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_qid
+from .benchmarks import find_benchmark
 from .readouts import Record
 from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
@@ -76,7 +77,7 @@ def select_work(questions, images, cfg, labels):
     source = None
     if not isinstance(questions, pd.DataFrame):
         source = ', '.join(map(str, questions))
-        questions, ds_images = load_questions(questions, labels)
+        questions, ds_images = find_benchmark(questions).load(questions, labels, cfg.splits)   # POPE's files, or another benchmark's
         images = images if images is not None else ds_images
     questions = select_splits(questions, cfg.splits)
     if cfg.limit: questions = questions.groupby('split', sort=False).head(cfg.limit)

@@ -13,13 +13,13 @@ __all__ = ['LAYERS', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'c
 
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
 LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
-    'foundation': ('core', 'paper', 'choices', 'data', 'tokens', 'readouts', 'metrics'),
+    'foundation': ('core', 'paper', 'choices', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
     'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'scoring', 'benchmarks', 'builder', 'synthetic'),
-    'models': ('tiny', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm'),
-    'corrections': ('corrections', 'grounding', 'clip_certainty'),
+    'appendix': ('reconstruct', 'survey', 'attention', 'controls'),
+    'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm'),
+    'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
     'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'stream'),
-    'appendix': ('reconstruct', 'survey', 'attention', 'controls', 'report'),
-    'interface': ('demo', 'audit', 'precision', 'lint', 'cli', 'layers'),
+    'interface': ('report', 'demo', 'audit', 'precision', 'lint', 'cli', 'layers'),
 }
 
 def layer_of(module:str) -> str:

@@ -171,8 +171,8 @@ def read_mme_results(path:str|os.PathLike, # the result folder
                      check=None, # a `scoring.JoinCheck` collecting the pairing checks
                     ) -> list:
     "Records from an MME result folder (`image<TAB>question<TAB>answer<TAB>response`), one per line."
-    from pope_audit.readouts import Record                  # imported here: the readouts module imports this one
-    from pope_audit.scoring import JoinCheck
+    from pope_audit.readouts import Record
+    from pope_audit.readers import JoinCheck
     files = _read_folder(path, 4, splits)
     if questions is not None:
         check = check if check is not None else JoinCheck(questions, path)
@@ -239,7 +239,7 @@ def calculation_text(scores:pd.DataFrame, readout:str) -> str:
 # %% ../nbs/benchmarks/01c_mme.ipynb #e7a4f21e
 def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
     "`(line, subtask, image, question, label, response)` per answer of an MME log, or None if the log is not about MME."
-    from pope_audit.scoring import read_table, answer_text, _first_text, lmms_objects
+    from pope_audit.readers import read_table, answer_text, _first_text, lmms_objects
     out = []
     if kind == 'lmms-eval':
         for line, o in lmms_objects(path)[1]:           # every layout: 0.2.0's {task}.json with a logs list, and JSON Lines
@@ -283,7 +283,7 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
                 ) -> list|None:
     "Records from an lmms-eval or VLMEvalKit log of MME, numbered as MME's files number them; None if the log is not MME's."
     from pope_audit.readouts import Record
-    from pope_audit.scoring import JoinCheck
+    from pope_audit.readers import JoinCheck
     from pope_audit.data import question_core
     rows = _log_rows(path, kind)
     if rows is None: return None

@@ -175,7 +175,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
                          ) -> list|None:
     "Records from lmms-eval's NaturalBench log (one doc per item: Index, Question, Question_Type, answer), yes/no items only; None if the log is not NaturalBench's."
     from pope_audit.readouts import Record
-    from pope_audit.scoring import lmms_objects, _first_text, JoinCheck
+    from pope_audit.readers import lmms_objects, _first_text, JoinCheck
     from pope_audit.data import norm_label
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
@@ -217,7 +217,7 @@ def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of
                            ) -> list|None:
     "Records from VLMEvalKit's NaturalBench table (rows in index order, four per 2x2 group), yes/no items only; None if the table is not NaturalBench's."
     from pope_audit.readouts import Record
-    from pope_audit.scoring import read_table, answer_text, JoinCheck
+    from pope_audit.readers import read_table, answer_text, JoinCheck
     from pope_audit.data import norm_label, norm_qid
     df, lines = read_table(path)
     if not {'index', 'question', 'answer', 'type', 'prediction'} <= set(df.columns) or not len(df) or str(df['type'].iloc[0]) not in NATURALBENCH_TYPES: return None

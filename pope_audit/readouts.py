@@ -4,19 +4,20 @@
 
 # %% ../nbs/foundation/03_readouts.ipynb #199452e2
 from __future__ import annotations
-import functools, math, re, sys
+import functools, math, re
 from dataclasses import dataclass, fields
 from typing import Callable
 from .core import InputError, need, is_number
 from .data import norm_label, need_str, checked_qid
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
+from .choices import CORRECTION_NAMES
+
 
 # %% auto #0
-__all__ = ['SCHEMA', 'TIE_RULES', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
-           'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie', 'margin', 'two_token',
-           'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
-           'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'naturalbench_rule',
-           'hallusion_rule', 'applicable']
+__all__ = ['SCHEMA', 'TIE_RULES', 'CORRECTION_METHODS', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout',
+           'CorrectionReadout', 'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie',
+           'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass',
+           'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'applicable']
 
 # %% ../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -123,15 +124,14 @@ class Readout:
         "Does `rec` carry what this readout needs?"
         return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text, 'judge': rec.judge}[self.needs] is not None
 
+# the correction methods whose labels (`vcd`, `vcd:alpha=0.5`) name readouts: the shipped ones, as plain data; registering a correction adds its name
+CORRECTION_METHODS: set[str] = set(CORRECTION_NAMES)
+
 class _Registry(dict):
     "The registered readouts; a correction's label (`vcd`, `vcd:alpha=0.5`) also resolves, to the readout of its quantities."
     @staticmethod
     def _correction(name) -> bool:
-        if not isinstance(name, str): return False
-        from pope_audit.choices import CORRECTION_NAMES   # the shipped ones, known without the corrections module (it imports torch)
-        base = name.partition(':')[0]
-        mod = sys.modules.get('pope_audit.corrections')  # one registered since, in this process
-        return base in CORRECTION_NAMES or (mod is not None and base in mod.CORRECTIONS)
+        return isinstance(name, str) and name.partition(':')[0] in CORRECTION_METHODS
     def __missing__(self, name):
         if self._correction(name): return correction_readout(name)
         raise KeyError(name)
@@ -141,9 +141,10 @@ class _Registry(dict):
 READOUTS: dict[str, Readout] = _Registry()
 
 def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
-    "Register a readout function under `name` (each name once)."
+    "Register a readout function under `name` (each name once; the same function defined again replaces itself)."
     def deco(fn):
-        if dict.__contains__(READOUTS, name): raise ValueError(f'a readout named {name!r} is already registered')
+        old = dict.get(READOUTS, name)   # a chapter that registers what its module registers runs the same function twice
+        if old is not None and old.fn.__qualname__ != fn.__qualname__: raise ValueError(f'a readout named {name!r} is already registered')
         READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
         fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
@@ -265,48 +266,10 @@ def vlmeval_yorn(rec):
     y, n = 'yes' in words, 'no' in words   # pope-audit: ok  (VLMEvalKit's rule, kept to rescore with it)
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
-# %% ../nbs/foundation/03_readouts.ipynb #4dd3cbee
-from .mme import mme_answer, lmms_mme_answer, MME_SUBTASKS
-
-SCOPED = {'mme': MME_SUBTASKS, 'lmms_mme': MME_SUBTASKS}   # a benchmark's official rule: by default, applied to its own groups only
-
-@readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
-def mme_rule(rec):
-    a = mme_answer(rec.text)
-    return 'unknown' if a == 'other' else a
-
-@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
-def lmms_mme_rule(rec):
-    a = lmms_mme_answer(rec.text)
-    return 'unknown' if a == 'other' else a
-
-# %% ../nbs/foundation/03_readouts.ipynb #922d7752
-from .amber import amber_answer, AMBER_GROUPS
-
-SCOPED['amber'] = AMBER_GROUPS
-
-@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
-def amber_rule(rec):
-    a = amber_answer(rec.text)
-    return 'unknown' if a == 'other' else a
-
-# %% ../nbs/foundation/03_readouts.ipynb #3e76bf85
-from .naturalbench import naturalbench_answer, NATURALBENCH_SPLIT
-
-SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
-
-@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
-def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
-
-# %% ../nbs/foundation/03_readouts.ipynb #00fb947c
-from .hallusionbench import hallusion_decision, HALLUSION_GROUPS
-
-SCOPED['hallusionbench'] = HALLUSION_GROUPS
-
-@readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
-def hallusion_rule(rec): return hallusion_decision(rec.judge, rec.label)
-
 # %% ../nbs/foundation/03_readouts.ipynb #9ea9dc53
+# a benchmark's official rule (a readout name) -> the groups it applies to by default: its own (`scoring` adds the benchmarks')
+SCOPED: dict[str, tuple] = {}
+
 def applicable(records:list[Record], names=None) -> list[str]:
     "Readouts (in registry order, then the corrections every record carries) that apply to every record."
     names = names or [*(n for n in READOUTS if n not in SCOPED or all(r.split in SCOPED[n] for r in records)), *correction_labels(records)]

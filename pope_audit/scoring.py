@@ -13,14 +13,17 @@ from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
                              split_from_name, one_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
 from . import readouts, amber
-from .readouts import Record, READOUTS, applicable, SCHEMA
+from .readouts import Record, READOUTS, applicable, SCHEMA, SCOPED, readout
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
+from .readers import (TABLE_SUFFIXES, read_table, JoinCheck, answer_text, lmms_objects, _first_text, _pair_key,
+                                _asks, _JSON_TYPES)   # what every answer-file reader shares (the benchmarks' readers too), re-exported here
+
 
 # %% auto #0
-__all__ = ['KINDS', 'TABLE_SUFFIXES', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'read_table',
-           'detect_kind', 'JoinCheck', 'answer_text', 'read_llava_answers', 'lmms_task_split', 'lmms_objects',
-           'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records', 'read_predictions',
-           'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'check_readouts', 'predictions',
+__all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'detect_kind', 'read_llava_answers',
+           'lmms_task_split', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
+           'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'mme_rule',
+           'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions',
            'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
            'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions', 'score_summary',
            'summary_text', 'summary_json']
@@ -28,36 +31,7 @@ __all__ = ['KINDS', 'TABLE_SUFFIXES', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEE
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
 # the answer-file kinds `load_answers` reads
 KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
-# file suffixes read as prediction tables
-TABLE_SUFFIXES = ('.csv', '.tsv', '.parquet', '.xlsx')
 from .choices import LAYOUTS     # every layout `load_answers` reads, as plain data for the command line's help
-
-def _read_delimited(path, sep) -> tuple[pd.DataFrame, list[int]]:
-    raw = path.read_bytes()
-    try: text = raw.decode('utf-8-sig')
-    except UnicodeDecodeError as e: raise InputError(f'not UTF-8 text (bad byte 0x{raw[e.start]:02x})', path, raw.count(b'\n', 0, e.start) + 1) from None
-    rd = csv.reader(io.StringIO(text, newline=''), delimiter=sep)
-    try:
-        header = next(rd, None)
-        if not header: raise InputError('no header row', path, 1)
-        if len(set(header)) < len(header): raise InputError(f'a column name appears twice in the header: {header}', path, 1)
-        rows, lines = [], []
-        for row in rd:
-            if not any(c.strip() for c in row): continue
-            if len(row) != len(header): raise InputError(f'{len(row)} fields, but the header has {len(header)}', path, rd.line_num)
-            rows.append(row); lines.append(rd.line_num)
-    except csv.Error as e: raise InputError(f'malformed table ({e})', path, rd.line_num) from None
-    return pd.DataFrame(rows, columns=header, dtype=object), lines
-
-def read_table(path:str|os.PathLike) -> tuple[pd.DataFrame, list[int]]:
-    "A table file as strings (`''` for empty cells), and the line (spreadsheet row) of each data row."
-    path = input_file(path, 'table')
-    suf = path.suffix.lower()
-    if suf in ('.csv', '.tsv'): return _read_delimited(path, '\t' if suf == '.tsv' else ',')
-    try: df = pd.read_parquet(path) if suf == '.parquet' else pd.read_excel(path, dtype=str)
-    except Exception as e: raise InputError(f'cannot read table ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})', path) from None
-    first = 1 if suf == '.parquet' else 2                              # a spreadsheet's row 1 is its header
-    return df.astype(object).where(df.notna(), ''), list(range(first, first + len(df)))
 
 def _table_kind(cols, path) -> str:
     cols = set(cols)
@@ -100,56 +74,7 @@ def detect_kind(path:str|os.PathLike) -> str:
         raise InputError('cannot tell what kind of answer file this is (give --kind)', path, line)
     raise InputError('file is empty', path)
 
-# %% ../nbs/benchmarks/04a_scoring.ipynb #48b9a5ee
-def _asks(text) -> str:
-    o = question_object(text)
-    return f'about {o!r}' if o else repr(' '.join(str(text).split())[:80])
-
-class JoinCheck:
-    "Checks that each answer was given to the question it is joined to; counts known-wording differences per split."
-    def __init__(self, questions:pd.DataFrame, file):
-        self.file, self.source, self.counts = file, questions.attrs.get('source', {}), {}
-        self.images = {Path(str(i)).stem for i in questions.image}
-    def where(self, split) -> str: return self.source.get(split, 'the question set')
-    def __call__(self, q, line=None, text=None, image=None, label=None, fields=('text', 'image', 'label')):
-        "Check answer fields against question row `q` (a named tuple of the question table)."
-        c = self.counts.setdefault(q.split, Counter())
-        c['answers'] += 1
-        here = f'question {q.question_id!r} of {q.split!r} in {self.where(q.split)}'
-        if isinstance(text, str) and text.strip():
-            m = question_match(text, q.question)
-            if m == 'different':
-                raise InputError(f'answer joined to {here} was given to a different question: it asks {_asks(text)}, '
-                                 f'the question set asks {_asks(q.question)} (image {q.image}); these answers come from another '
-                                 f'question set: score them against that one, or leave split {q.split!r} out (--splits)', self.file, line, fields[0])
-            c['text'] += 1; c['wording'] += m == 'wording'
-        stem = Path(image.strip()).stem if isinstance(image, str) and image.strip() else None
-        if stem in self.images and q.image:   # an image named another way (VLMEvalKit's own files) cannot be compared
-            if stem != Path(q.image).stem:
-                raise InputError(f'answer joined to {here} is about image {image!r}, the question set\'s is {q.image!r}', self.file, line, fields[1])
-            c['image'] += 1
-        if label is not None and label != q.label:
-            raise InputError(f'label {label!r} disagrees with {here} ({q.label!r})', self.file, line, fields[2])
-    def table(self) -> pd.DataFrame:
-        "Per split: answers joined, pairings checked by question text and by image, and known-wording differences."
-        return pd.DataFrame([dict(split=s, answers=c['answers'], text_checked=c['text'], image_checked=c['image'], wording=c['wording'])
-                             for s, c in self.counts.items()], columns=['split', 'answers', 'text_checked', 'image_checked', 'wording'])
-    def notes(self) -> list[str]:
-        "A line per split whose questions differ only by a known version's wording, or that nothing but ids could check."
-        out = [f'version difference: {c["wording"]} of {c["text"]} {s} questions differ from {self.where(s)} only by a known '
-               "version's wording (LLaVA's copy writes 'imange' for 'image'); scored as the same questions"
-               for s, c in self.counts.items() if c['wording']]
-        return out + [f'unverified: the {c["answers"]} {s} answers carry no question text or image, so their pairing with '
-                      f'{self.where(s)} rests on ids (and labels) alone' for s, c in self.counts.items() if not (c['text'] or c['image'])]
-
 # %% ../nbs/benchmarks/04a_scoring.ipynb #e359355c
-_JSON_TYPES = {list: 'a JSON array', dict: 'a JSON object', bool: 'true/false', int: 'a number', float: 'a number'}
-
-def answer_text(v, file=None, line=None, field='text') -> str:
-    "An answer's text, which must be a string (a list or object is refused, not read as text)."
-    if isinstance(v, str): return v
-    raise InputError(f'answer text must be a string, got {_JSON_TYPES.get(type(v), type(v).__name__)}: {json.dumps(v, default=str)[:60]}', file, line, field)
-
 def _by_key(questions): return dict(zip(zip(questions.split, questions.question_id), questions.itertuples(index=False)))
 
 def _lookup(qs:dict, split, qid):
@@ -194,10 +119,6 @@ def read_llava_answers(path:str|os.PathLike, # a LLaVA answer file (JSON Lines)
     return out
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #1396b67d
-def _first_text(v):
-    while isinstance(v, (list, tuple)) and v: v = v[0]
-    return None if isinstance(v, (list, tuple)) else v
-
 LMMS_TASKS = {'pope_adv': 'adversarial', 'pope_pop': 'popular', 'pope_random': 'random'}   # lmms-eval's per-split POPE tasks
 
 def lmms_task_split(path) -> str|None:
@@ -206,18 +127,6 @@ def lmms_task_split(path) -> str|None:
     for task, split in sorted(LMMS_TASKS.items(), key=lambda t: -len(t[0])):
         if re.search(rf'(^|[_\W]){task}($|[_\W])', stem): return split
     return split_from_name(path)
-
-def lmms_objects(path) -> tuple[str, list[tuple[int, dict]]]:
-    "An lmms-eval log's layout (`0.2` for `{task}.json` holding a `logs` list, else `0.4`) and its (line or entry, object) pairs."
-    path = input_file(path, 'lmms-eval log')
-    if path.suffix.lower() == '.json':
-        try: doc = json.loads(path.read_bytes())
-        except ValueError: doc = None                     # JSON Lines under a .json name
-        if isinstance(doc, dict) and isinstance(doc.get('logs'), list):
-            for i, o in enumerate(doc['logs']):
-                if not isinstance(o, dict): raise InputError('expected a JSON object', path, field=f'logs[{i}]')
-            return '0.2', list(enumerate(doc['logs'], 1))
-    return '0.4', list(read_jsonl(path))
 
 def _lmms_doc(o, path, line):
     doc = o['doc']
@@ -287,10 +196,6 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any
     return out
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #457fc210
-def _pair_key(image, question) -> tuple[str, str]:
-    "How a row is joined to a question: the image's file stem and the question's words (known wordings and suffixes set aside)."
-    return Path(str(image).strip()).stem, _reworded(question_core(question))
-
 def read_vlmeval_table(path:str|os.PathLike, # a VLMEvalKit result table
                        questions:pd.DataFrame|None=None, # a question table to join to and check against
                        splits=None, # keep only these splits (default: all)
@@ -609,6 +514,47 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
         else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
     return Answers(kind, records=recs, questions=qsel, check=chk, notes=notes)
+
+# %% ../nbs/benchmarks/04a_scoring.ipynb #4dd3cbee
+from .mme import mme_answer, lmms_mme_answer, MME_SUBTASKS
+
+SCOPED.update(mme=MME_SUBTASKS, lmms_mme=MME_SUBTASKS)
+
+@readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
+def mme_rule(rec):
+    a = mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
+def lmms_mme_rule(rec):
+    a = lmms_mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+# %% ../nbs/benchmarks/04a_scoring.ipynb #922d7752
+from .amber import amber_answer, AMBER_GROUPS
+
+SCOPED['amber'] = AMBER_GROUPS
+
+@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
+def amber_rule(rec):
+    a = amber_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+# %% ../nbs/benchmarks/04a_scoring.ipynb #3e76bf85
+from .naturalbench import naturalbench_answer, NATURALBENCH_SPLIT
+
+SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
+
+@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
+def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
+
+# %% ../nbs/benchmarks/04a_scoring.ipynb #00fb947c
+from .hallusionbench import hallusion_decision, HALLUSION_GROUPS
+
+SCOPED['hallusionbench'] = HALLUSION_GROUPS
+
+@readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
+def hallusion_rule(rec): return hallusion_decision(rec.judge, rec.label)
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #386eea0b
 # what each readout input is, in words
