@@ -1,4 +1,4 @@
-"""Execute every notebook top to bottom the way Jupyter's "Run All" does (nbclient, a real kernel, cwd = nbs/).
+"""Execute every notebook top to bottom the way Jupyter's "Run All" does (nbclient, a real kernel, cwd = the notebook's folder).
 
 Not nbdev_test: nbdev skips cells flagged `cuda`/`slow` and cells marked `#| eval: false`; plain Jupyter runs them all.
 So this proves what a reader sees: GPU cells step aside with one line on a machine without a GPU, nothing needs files
@@ -7,7 +7,7 @@ in memory, not saved; the caller checks `git status`).
 
     python .ci/execute.py                     # every notebook, every cell (slow cells take minutes: training, full demos)
     python .ci/execute.py --skip-slow         # cells flagged `#| slow` are skipped (CI)
-    python .ci/execute.py nbs/06_inference.ipynb
+    python .ci/execute.py nbs/running/06_inference.ipynb
 
 Cells marked `#| eval: false` (the export cell at the end of each notebook) are skipped as nbdev skips them: they
 rewrite the package from the notebooks, which a reader's Run All must not do to an installed copy either.
@@ -27,7 +27,7 @@ a = p.parse_args()
 def flags(src):
     return {m.group(1).strip() for m in re.finditer(r'^#\|\s*(.+)$', src, re.M)}
 
-nbs = [Path(n) for n in a.notebooks] or sorted(p for p in (root/'nbs').glob('*.ipynb') if not p.name.startswith(('_', '.')))
+nbs = [Path(n) for n in a.notebooks] or sorted(p for p in (root/'nbs').rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts)
 failed = []
 for path in nbs:
     nb = nbformat.read(path, as_version=4)

@@ -19,7 +19,7 @@ def render(nb_path=root/'nbs'/'index.ipynb') -> str:
     for c in nb['cells']:
         src = ''.join(c['source'])
         if c['cell_type'] == 'markdown':
-            out.append(re.sub(r'\]\(([\w.-]+\.ipynb)\)', r'](nbs/\1)', src.strip())); continue   # the README sits above nbs/
+            out.append(re.sub(r'\]\(([\w./-]+\.ipynb)\)', r'](nbs/\1)', src.strip())); continue   # the README sits above nbs/
         lines = src.splitlines()
         directives = [l for l in lines if l.startswith('#|')]
         if any(re.match(r'#\|\s*hide', d) for d in directives): continue

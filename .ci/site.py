@@ -90,7 +90,9 @@ def merge_streams(outputs: list) -> list:
 class Site:
     def __init__(self, proc: Path, src: Path):
         self.proc, self.src, self.problems, self.entries = proc, src, [], {}
-        self.nbs = sorted(p for p in proc.glob('*.ipynb') if not p.name.startswith(('_', '.')))
+        from pope_audit.layers import LAYERS   # the sidebar follows the layers: index first, then each layer's folder
+        order = lambda p: (-1 if p.parent == proc else list(LAYERS).index(p.parent.name) if p.parent.name in LAYERS else len(LAYERS), p.name)
+        self.nbs = sorted((p for p in proc.rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts), key=order)
         self.books = {p: json.loads(p.read_text()) for p in self.nbs}
         self.page = {p: front_matter(nb).get('output-file', p.stem + '.html') for p, nb in self.books.items()}
         self.by_nb = {p.name: self.page[p] for p in self.nbs}
@@ -103,9 +105,10 @@ class Site:
         """Links to the docs site relative (all pages sit side by side); links to a notebook to its page; nbdev's links to a
         name without an entry (private, inherited) back to plain code."""
         text = self.host.sub('', text)
+        text = re.sub(r'\]\((?:[\w-]+/)+([\w.-]+\.html)', r'](\1', text)   # nbdev's links into a layer's folder: the pages sit side by side
         text = re.sub(r'\[(`[^`]+`)\]\(([\w.-]+\.html)#([^)\s]+)\)',
                       lambda m: m[0] if (m[2], m[3]) in self.shown else m[1], text)
-        return re.sub(r'\]\(([\w.-]+\.ipynb)(#[^)]*)?\)',
+        return re.sub(r'\]\((?:[\w.-]+/)*([\w.-]+\.ipynb)(#[^)]*)?\)',
                       lambda m: f']({self.by_nb.get(m[1], m[1])}{m[2] or ""})', text)
 
     def adapt(self, p: Path) -> dict:

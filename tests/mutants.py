@@ -33,8 +33,8 @@ class Mutant:
     why: str = ''
 
 
-M, R, T = 'nbs/04_metrics.ipynb', 'nbs/03_readouts.ipynb', 'nbs/02_tokens.ipynb'
-G, GT = 'nbs/15a_grounding.ipynb', ('tests/test_grounding.py',)
+M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb', 'nbs/foundation/02_tokens.ipynb'
+G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
     Mutant('policy_no', M, "elif unknown == 'no': fn, tn = fn + up, tn + un", "elif unknown == 'no': fn, tn = fn + up, tn", (M,),
@@ -65,7 +65,7 @@ MUTANTS = [
     Mutant('tie_always_yes', R, "if tie == 'ge': return 'yes'", "if True: return 'yes'", (R,),
            why="every tie is yes, whatever the rule (the old behaviour)"),
     Mutant('tie_highest_id', R, "low = min(i for i in", "low = max(i for i in", (R,), why='the highest tying id wins'),
-    Mutant('registry_duplicate', R, "if name in READOUTS: raise ValueError", "if False: raise ValueError", (R,),
+    Mutant('registry_duplicate', R, "if old is not None and old.fn.__qualname__ != fn.__qualname__: raise ValueError", "if False: raise ValueError", (R,),
            why='a second readout silently replaces the first'),
     # tokens: merging forms, template checks
     Mutant('bpe_merge_verdict', T, "verdict = MERGES if replaced else 'single token' if len(ids) == 1",

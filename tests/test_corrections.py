@@ -1,4 +1,4 @@
-"""Corrections (nbs/15_corrections): the runner's cached, batched path against a direct implementation written here —
+"""Corrections (nbs/corrections/15_corrections): the runner's cached, batched path against a direct implementation written here —
 one full forward per question, no cache, the contrast and the plausibility constraint computed id by id — plus the
 closed forms, the effect on the trained tiny VLM, refusals and resume."""
 import copy, json, math

@@ -1,4 +1,4 @@
-"""The new-family checklist of `nbs/05_models.ipynb`, as tests: every registered family with a tiny builder runs through it.
+"""The new-family checklist of `nbs/models/05_models.ipynb`, as tests: every registered family with a tiny builder runs through it.
 
 A new family joins by adding its tiny builder to `BUILDERS` (a function returning `(model, processor)` or a loaded family).
 Items 1 (frozen prompt) live in `test_prompt_snapshots.py`; the rest are here.

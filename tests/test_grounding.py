@@ -1,4 +1,4 @@
-"""Grounding corrections (nbs/15a_grounding): the runner's cached, batched path against a direct implementation written
+"""Grounding corrections (nbs/corrections/15a_grounding): the runner's cached, batched path against a direct implementation written
 here from each paper's description — one uncached forward of the whole prompt per question, attention computed by an
 attention function of this file that edits or records the full score matrix — plus the closed forms, the no-op flag
 and the command line."""

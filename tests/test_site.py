@@ -108,7 +108,7 @@ def test_every_exported_constant_described():
 def test_example_cells_keep_imports_apart():
     "nbdev's docs processing runs every cell that holds an import, so an example cell mixing imports with work would run (slow cells too) at every site build."
     mixed = []
-    for p in sorted((root/'nbs').glob('*.ipynb')):
+    for p in sorted((root/'nbs').rglob('*.ipynb')):
         for c in json.loads(p.read_text())['cells']:
             src = ''.join(c['source'])
             if c['cell_type'] != 'code' or re.search(r'^#\|\s*(export|exporti|hide)\b', src, re.M): continue

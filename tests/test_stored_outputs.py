@@ -3,7 +3,7 @@ import json, re
 from pathlib import Path
 import pytest
 
-NBS = sorted((Path(__file__).resolve().parent.parent/'nbs').glob('*.ipynb'))
+NBS = sorted((Path(__file__).resolve().parent.parent/'nbs').rglob('*.ipynb'))
 
 # a folder of this machine: a worktree or home, or a random temporary folder (the tour's documented /tmp/pope-audit-tour is the reader's own)
 MACHINE_PATH = re.compile(r'(?<![\w.~/-])/(?:work|root|home|Users|private|var/folders)/[^\s\'"]*|(?<![\w.~/-])/tmp/(?!pope-audit-tour\b)[^\s\'"]+')
@@ -62,5 +62,5 @@ def test_no_machine_paths_or_library_debris(nb):
 
 def test_the_package_notes_are_kept():
     "The runner's out-of-memory back-off is the package's own note: stored, on standard error, where the chapter shows it."
-    notes = [t for _, kind, t in output_texts(Path(NBS[0]).parent/'06_inference.ipynb') if kind == 'stderr']
+    notes = [t for _, kind, t in output_texts(Path(NBS[0]).parents[1]/'running'/'06_inference.ipynb') if kind == 'stderr']
     assert any('out of memory at batch size 8' in t and 'answering it again at 4' in t for t in notes), notes
