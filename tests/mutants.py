@@ -37,7 +37,7 @@ M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb',
 G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
-    Mutant('policy_no', M, "elif unknown == 'no': fn, tn = fn + up, tn + un", "elif unknown == 'no': fn, tn = fn + up, tn", (M,),
+    Mutant('policy_no', M, "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn + un", "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn", (M,),
            why="'no' forgets unknowns on negatives"),
     Mutant('policy_yes', M, "tp, fp, n_yes = tp + up, fp + un, n_yes + up + un", "tp, fp, n_yes = tp + up, fp + un, n_yes", (M,),
            why="'yes' does not count unknowns in the yes-rate"),
@@ -58,8 +58,8 @@ MUTANTS = [
            "return max(vals) if vals else None", (R,), why='max over the ids that happen to have logits'),
     Mutant('record_schema', R, "if d.get('schema', SCHEMA) != SCHEMA: raise", "if False: raise", (R,),
            why='any record schema accepted'),
-    Mutant('record_logits_finite', R, "if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):",
-           "if isinstance(v, bool) or not isinstance(v, (int, float)):", (R,), why='NaN/Infinity logits accepted'),
+    Mutant('record_logits_finite', R, "if set(map(type, vals)) <= {float} and math.isfinite(sum(vals)):",
+           "if set(map(type, vals)) <= {float}:", (R,), why='NaN/Infinity logits accepted'),
     Mutant('tie_default_ge', R, "def __call__(self, rec:Record, tie:str='decoder') -> str:",
            "def __call__(self, rec:Record, tie:str='ge') -> str:", (R,), why="readouts default to 'ge' (ties are yes)"),
     Mutant('tie_always_yes', R, "if tie == 'ge': return 'yes'", "if True: return 'yes'", (R,),
