@@ -46,6 +46,10 @@ CSS = '''
 def process(n_workers: int = 2) -> Path:
     "nbdev's own processing of the notebooks (what `nbdev_docs` renders) into `_proc/`; returns that folder."
     from nbdev.serve import proc_nbs
+    from nbdev.config import get_config
+    cfg = get_config(); cache = cfg.config_path/'_proc'
+    for p in (cache.rglob('*.ipynb') if cache.exists() else []):    # a moved or deleted notebook's old copy would be a second page
+        if not (cfg.nbs_path/p.relative_to(cache)).exists(): p.unlink()
     return proc_nbs(n_workers=n_workers)
 
 
