@@ -60,3 +60,13 @@ def bench(tmp_path_factory):
     "Eight scenes of the built-in benchmark: (questions, image folder)."
     from pope_audit.synthetic import synthetic_benchmark
     return synthetic_benchmark(tmp_path_factory.mktemp('bench'), n_images=8)
+
+
+def run_cli(capsys, *args):
+    "Run the command line in this process; return (exit code, stdout, stderr)."
+    from pope_audit.cli import main
+    code = 0
+    try: main([str(a) for a in args])
+    except SystemExit as e: code = e.code
+    o = capsys.readouterr()
+    return code, o.out, o.err

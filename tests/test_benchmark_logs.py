@@ -3,7 +3,6 @@ import ast, csv, json, sys
 from pathlib import Path
 import pandas as pd
 import pytest
-from pope_audit.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peer_inputs as P
@@ -11,12 +10,7 @@ import peer_inputs as P
 REF = json.loads((Path(__file__).parent/'reference/peers/benchmark_outputs.json').read_text())
 
 
-def run(capsys, *args):
-    code = 0
-    try: main([str(a) for a in args])
-    except SystemExit as e: code = e.code
-    o = capsys.readouterr()
-    return code, o.out, o.err
+from conftest import run_cli as run
 
 
 def score(capsys, *args):

@@ -3,7 +3,6 @@ import json, shutil, sys
 from pathlib import Path
 import pandas as pd
 import pytest
-from pope_audit.cli import main
 from pope_audit.core import InputError
 from pope_audit.scoring import load_answers, as_printed
 
@@ -14,12 +13,7 @@ REF = json.loads((Path(__file__).parent/'reference/peers/peer_outputs.json').rea
 SETS = ['13b', '7b', '13b-perturbed']
 
 
-def run(capsys, *args):
-    code = 0
-    try: main([str(a) for a in args])
-    except SystemExit as e: code = e.code
-    o = capsys.readouterr()
-    return code, o.out, o.err
+from conftest import run_cli as run
 
 
 @pytest.fixture(scope='module')

@@ -9,13 +9,7 @@ OFFICIAL_V = 'POPE official (COCO, POPE repository)'
 LLAVA_V = "LLaVA's older copy of POPE (COCO)"
 
 
-def run(capsys, *args):
-    "Run the CLI; return (exit code, stdout, stderr)."
-    code = 0
-    try: main([str(a) for a in args])
-    except SystemExit as e: code = e.code
-    o = capsys.readouterr()
-    return code, o.out, o.err
+from conftest import run_cli as run
 
 
 def no_nan(c): raise ValueError(f'not strict JSON: {c}')
