@@ -10,9 +10,9 @@ from .core import InputError
 
 # %% auto #0
 __all__ = ['POLICIES', 'METRIC_COLS', 'RESAMPLE', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table',
-           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'boot_totals', 'bootstrap_ci', 'mcnemar_test',
-           'linearised', 'clustered_var', 'metric_se', 'design_effect', 'diff_se', 'min_detectable', 'paired_boot',
-           'diff_ci', 'clustered_mcnemar', 'running_f1']
+           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'boot_totals', 'bootstrap_ci',
+           'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
+           'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
 # %% ../nbs/foundation/04_metrics.ipynb #35f61c04
 # the unknown-answer policies
@@ -126,7 +126,10 @@ def boot_totals(x:np.ndarray, # per-question values, n × k
 def bootstrap_ci(preds, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None) -> tuple[float, float]:
     "Percentile bootstrap interval of `metric` (unknown answers count as wrong), resampling `clusters` whole (`None`: single questions)."
     x = count_matrix(preds, labels)
-    v = metric_of(boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed), metric)
+    return percentile_interval(metric_of(boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed), metric), alpha)
+
+def percentile_interval(v, alpha:float=0.05) -> tuple[float, float]:
+    "The central 1 − `alpha` percentile interval of resampled values (NaN resamples ignored)."
     lo, hi = np.nanpercentile(v, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return float(lo), float(hi)
 
@@ -201,8 +204,7 @@ def diff_ci(preds_a, preds_b, labels, metric:str='f1', n_boot:int=2000, alpha:fl
     b = paired_boot([preds_a, preds_b], labels, metric, n_boot, seed, clusters)
     d = float(metric_of(count_matrix(preds_a, labels).sum(0), metric) - metric_of(count_matrix(preds_b, labels).sum(0), metric))
     if not n_boot: return d, float('nan'), float('nan')
-    lo, hi = np.nanpercentile(b[0] - b[1], [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return d, float(lo), float(hi)
+    return (d, *percentile_interval(b[0] - b[1], alpha))
 
 # %% ../nbs/foundation/04_metrics.ipynb #3ab5f150
 def clustered_mcnemar(preds_a, preds_b, labels, clusters=None) -> dict:
