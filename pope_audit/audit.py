@@ -105,8 +105,9 @@ def _manifest(run_dir:Path) -> dict:
 def audit_rows(run_dir:str|os.PathLike, # a run folder
                name:str|None=None, # the model's name in the table (default: the folder's name)
                unknown:str='wrong', # policy for unknown answers
+               relabel=None, # a relabelled question set (`relabel.read_relabel`'s `Relabel`, 'repope', a folder or files): F1 under its labels too
               ) -> pd.DataFrame:
-    "Tidy rows `model, split, readout, f1, yes_rate, …` for one run folder."
+    "Tidy rows `model, split, readout, f1, yes_rate, …` for one run folder (with `relabel`: `f1_relabelled`, `f1_change`, `coverage`)."
     run_dir = Path(run_dir)
     man, recs = _manifest(run_dir), read_records(run_dir)
     if not recs: raise InputError('the run folder holds no records yet', run_dir)
@@ -115,10 +116,18 @@ def audit_rows(run_dir:str|os.PathLike, # a run folder
     st = score_predictions(preds, unknown)
     st = st[st.split.isin(preds.split.unique())]
     fp = {q['split']: q['sha256'] for q in ident.get('questions', [])}
-    return st.assign(model=name or run_dir.name, family=ident.get('family'), precision=precision_label(ident),
+    out = st.assign(model=name or run_dir.name, family=ident.get('family'), precision=precision_label(ident),
                      questions=st.split.map(fp), greedy_seen=st.split.map(lambda s: greedy_seen(recs, s)), run=str(run_dir))[
         ['model', 'family', 'split', 'readout', 'f1', 'yes_rate', 'unknown_rate', 'accuracy', 'precision', 'questions', 'greedy_seen',
          'n', 'tp', 'fp', 'tn', 'fn', 'run']].reset_index(drop=True)
+    if relabel is None: return out
+    from pope_audit.relabel import relabel_summary
+    keys = pd.DataFrame(dict(split=[r.split for r in recs], image=[r.image for r in recs], question=[r.question for r in recs], label=[r.label for r in recs]))
+    rs = relabel_summary(preds, keys, relabel, unknown)
+    cov = rs['coverage'].set_index('split').coverage
+    rt = rs['table'][['readout', 'split', 'f1_relabelled', 'f1_change']].assign(coverage=lambda t: t.split.map(cov))
+    return out.merge(rt, how='left', on=['readout', 'split'])
+
 
 # %% ../nbs/interface/16_audit.ipynb #247d2b70
 def manifest_probe(man:dict) -> tuple[Probe, object]:
@@ -135,16 +144,21 @@ def manifest_probe(man:dict) -> tuple[Probe, object]:
 
 # %% ../nbs/interface/16_audit.ipynb #b45e8683
 def audit_table(runs:dict[str, str|os.PathLike]|list, # run folders, or name → run folder
-                unknown:str='wrong') -> pd.DataFrame:
-    "Tidy audit rows for every run folder."
+                unknown:str='wrong', relabel=None) -> pd.DataFrame:
+    "Tidy audit rows for every run folder (with `relabel`: F1 under the relabelled labels too)."
     runs = runs if isinstance(runs, dict) else {Path(r).name: r for r in runs}
     if not runs: raise InputError('no run folders to audit')
-    return pd.concat([audit_rows(r, n, unknown) for n, r in runs.items()], ignore_index=True)
+    if relabel is not None and not hasattr(relabel, 'table'):
+        from pope_audit.relabel import read_relabel
+        relabel = read_relabel(relabel)              # read once for every run
+    return pd.concat([audit_rows(r, n, unknown, relabel) for n, r in runs.items()], ignore_index=True)
 
 def audit_markdown(t:pd.DataFrame) -> str:
-    "Per model and split: `F1 (yes-rate)` under each readout (flagged where its ids do not transfer), the precision, the question set and the greedy tokens."
+    "Per model and split: `F1 (yes-rate)` under each readout (`→ F1` under relabelled labels, when scored) (flagged where its ids do not transfer), the precision, the question set and the greedy tokens."
     flag = t.transfer.fillna('') if 'transfer' in t.columns else pd.Series('', index=t.index)
-    cell = t.assign(cell=[f'{f:.4f} ({y:.3f})' + (f' [{v}]' if v not in ('', 'transfers') else '') for f, y, v in zip(t.f1, t.yes_rate, flag)])
+    rel = t.f1_relabelled if 'f1_relabelled' in t.columns else pd.Series(float('nan'), index=t.index)
+    cell = t.assign(cell=[f'{f:.4f} ({y:.3f})' + (f' → {r:.4f}' if r == r else '') + (f' [{v}]' if v not in ('', 'transfers') else '')
+                          for f, y, r, v in zip(t.f1, t.yes_rate, rel, flag)])
     wide = cell.pivot(index=['model', 'split'], columns='readout', values='cell')
     wide = wide[[r for r in AUDIT_READOUTS if r in wide.columns]].rename(columns=READOUT_NAMES)
     info = t.groupby(['model', 'split'], sort=False)[['precision', 'questions', 'greedy_seen']].first()
@@ -209,6 +223,7 @@ def audit(out:str|os.PathLike, # output folder
           labels=None, # label folder for LLaVA's question file
           unknown:str='wrong', # policy for unknown answers
           quiet:bool=False, # print nothing
+          relabel=None, # a relabelled question set to score every run against as well ('repope', a folder or files)
           **settings, # `RunConfig` settings shared by every model's run (dtype, quantization, limit, splits, batch_size, …)
          ) -> pd.DataFrame:
     "Check, run (resumably) and read several models on one question set; write and print the audit table."
@@ -217,6 +232,9 @@ def audit(out:str|os.PathLike, # output folder
     if not models and not runs: raise InputError('nothing to audit: give models to run or run folders to read', field='models')
     if clash := set(models) & set(runs): raise InputError(f'the same name for a model and a run folder: {", ".join(sorted(clash))}', field='models')
     if models and questions is None: raise InputError('no questions for the models to answer: give a question table or question files', field='questions')
+    if relabel is not None:
+        from pope_audit.relabel import read_relabel
+        relabel = read_relabel(relabel)               # a bad set is refused before any model runs
     warn = stderr_printer(quiet)
     checks = [transfer_check(*model_probe(m, settings.get('template'), settings.get('revision')), n) for n, m in models.items()]
     checks += [transfer_check(*manifest_probe(_manifest(Path(r))), n) for n, r in runs.items()]
@@ -226,7 +244,7 @@ def audit(out:str|os.PathLike, # output folder
     for n, m in models.items():
         if not quiet: note(f'running {n} ({m})')
         folders[n] = run(m, questions, images, out/'runs'/n, labels=labels, progress=not quiet, **settings)
-    t = audit_table({**folders, **{n: Path(r) for n, r in runs.items()}}, unknown)
+    t = audit_table({**folders, **{n: Path(r) for n, r in runs.items()}}, unknown, relabel)
     t = t.merge(check.groupby(['model', 'readout']).set_verdict.first().rename('transfer').reset_index(), how='left', on=['model', 'readout'])
     t['transfer'] = t.transfer.where(t.readout.isin(list(TRANSFERRED)), '')
     out.mkdir(parents=True, exist_ok=True)

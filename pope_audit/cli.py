@@ -73,7 +73,7 @@ def _answers(a, path, names=None):
     from pope_audit.scoring import load_answers, detect_kind
     from pope_audit.stream import STREAM_BYTES, stream_answers
     rec = None if isinstance(path, list) else Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
-    if (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and rec.is_file() and rec.stat().st_size > STREAM_BYTES
+    if (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and not getattr(a, 'relabel', None) and rec.is_file() and rec.stat().st_size > STREAM_BYTES
             and (a.kind or detect_kind(path)) == 'records'):
         return stream_answers(path, names, a.ties)         # flat memory for large runs
     return load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
@@ -86,7 +86,7 @@ def cmd_score(a):
     if a.out: out_path(Path(a.out)/'scores.csv', folder=False, reads=_named_files(a, outputs=False))
     names = _names(a.readouts)
     ans = _answers(a, a.answers[0] if len(a.answers) == 1 else a.answers, names)
-    sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties)
+    sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties, a.resample, a.relabel)
     from pope_audit.benchmarks import benchmark_scores
     bdoc, btext = benchmark_scores(ans, names, a.ties)          # the benchmark's own scores (MME's), and its name
     doc = {**whole_counts(summary_json(sm)), **bdoc, 'run': sts[0] if len(sts) == 1 else sts}
@@ -278,13 +278,13 @@ def cmd_report(a):
                                 ('--splits', a.splits)) if v]
         if given: raise InputError(f"{', '.join(given)}: for an answer file; the report of a run folder covers the whole run "
                                    "(score it to choose splits)", a.run, field=given[0].lstrip('-'))
-        page = write_report(a.run, a.out)
+        page = write_report(a.run, a.out, relabel=a.relabel)
     else:
         if not Path(a.run).exists(): raise InputError('no such run folder or answer file', a.run, field='run')
         if not a.out: raise InputError('give --out for the report of an answer file (it is not a run folder)', a.run, field='out')
         ans = _answers(a, a.run)
         if ans.records is None: raise InputError('a predictions table holds decisions only: score it with pope-audit score', a.run)
-        page = write_report(a.run, a.out, records=ans.records, questions_label=None)
+        page = write_report(a.run, a.out, records=ans.records, questions_label=None, relabel=a.relabel)
     if text := status_text(st): (note if a.json else print)(text)
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')), run=st)
     print(f'report: {page}')
@@ -363,7 +363,7 @@ def cmd_audit(a):
         if a.dtype: s['dtype'] = a.dtype
         from pope_audit.benchmarks import benchmark_inputs
         qs, imgs = benchmark_inputs(None, a.questions, a.images, a.labels, a.splits) if a.questions else (a.questions, a.images)   # MME: its table and images
-        t = audit(a.out, a.models or (), a.runs, qs, imgs, quiet=a.json, **s)
+        t = audit(a.out, a.models or (), a.runs, qs, imgs, quiet=a.json, relabel=a.relabel, **s)
     if a.json: return t.to_dict('records')
 
 def cmd_precision(a):
@@ -417,7 +417,7 @@ def _batch(v:str):
 def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
     from pope_audit.choices import (POLICIES, READOUT_NAMES as READOUTS, TIE_RULES, KINDS, LAYOUTS, TEMPLATE_NAMES as TEMPLATES, DTYPES,
-                                    QUANTIZATIONS, CORRECTION_NAMES as CORRECTIONS, BENCHMARK_NAMES)    # names as plain data: --help loads no model stack
+                                    QUANTIZATIONS, CORRECTION_NAMES as CORRECTIONS, BENCHMARK_NAMES, RESAMPLE)    # names as plain data: --help loads no model stack
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
@@ -458,6 +458,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
     s.add_argument('--pairs', help="readout pairs for McNemar's test, A:B,C:D (default: every pair)")
     s.add_argument('--boot', type=int, default=2000, help='bootstrap resamples for the F1 intervals (0: none)')
+    s.add_argument('--resample', choices=list(RESAMPLE), default='images', help='what the intervals resample: whole images (all questions of an image together) or single questions')
+    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
     s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder (made if missing; a scores.csv there is replaced)')
 
     s = add('run', cmd_run, 'run a VLM on POPE and write per-question records')
@@ -496,6 +498,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('run', help='a run folder, or an answer file (then --out is required)')
     answers(s)
     s.add_argument('--out', help='output folder (made if missing; its report.md, report.html and scores.csv are replaced; default: the run folder)')
+    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
 
     s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, tiny trained VLM, every readout, a report')
     s.add_argument('--out', default='pope-demo', help='output folder')
@@ -538,6 +541,7 @@ def parser() -> argparse.ArgumentParser:
     shared(s)
     s.add_argument('--out', help='output folder: audit.csv, audit.md, audit.png, transfer.csv, runs/ (default with --demo: pope-audit-demo)')
     s.add_argument('--load-in-4bit', action='store_true', help='NF4 weights, fp16 compute (bitsandbytes), for every model')
+    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
     s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype of every model (default: as run)')
 
     s = add('precision', cmd_precision, 'the same questions at several precisions, each against a repeat of the highest')

@@ -14,8 +14,8 @@ __all__ = ['LAYERS', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'c
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
 LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
     'foundation': ('core', 'paper', 'choices', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
-    'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'scoring', 'benchmarks', 'builder', 'synthetic'),
-    'appendix': ('reconstruct', 'survey', 'attention', 'controls'),
+    'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'relabel', 'scoring', 'benchmarks', 'builder', 'synthetic'),
+    'appendix': ('reconstruct', 'survey', 'confounds', 'attention', 'controls'),
     'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm'),
     'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
     'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'stream'),

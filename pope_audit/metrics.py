@@ -9,8 +9,10 @@ import pandas as pd
 from .core import InputError
 
 # %% auto #0
-__all__ = ['POLICIES', 'METRIC_COLS', 'confusion', 'scores', 'paper_confusion', 'score_table', 'counted_yes', 'bootstrap_ci',
-           'mcnemar_test', 'running_f1']
+__all__ = ['POLICIES', 'METRIC_COLS', 'RESAMPLE', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table',
+           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'boot_totals', 'bootstrap_ci',
+           'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
+           'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
 # %% ../nbs/foundation/04_metrics.ipynb #35f61c04
 # the unknown-answer policies
@@ -28,7 +30,7 @@ def confusion(preds, labels) -> dict[str, int]:
 def _div(a, b): return a / b if b else float('nan')
 
 def scores(c:dict, unknown:str='wrong') -> dict:
-    "Accuracy, precision, recall, F1, yes-rate and unknown-rate from a confusion, under an unknown-answer policy."
+    "Accuracy, precision, recall (TPR), TNR, F1, yes-rate, signed yes-bias and unknown-rate from a confusion, under an unknown-answer policy."
     if unknown not in POLICIES: raise InputError(f'unknown-answer policy must be one of {POLICIES}, got {unknown!r}', field='unknown')
     tp, fp, tn, fn, up, un = (c[k] for k in ('tp', 'fp', 'tn', 'fn', 'up', 'un'))
     n_all, n_yes = tp + fp + tn + fn + up + un, tp + fp
@@ -38,8 +40,9 @@ def scores(c:dict, unknown:str='wrong') -> dict:
     n = n_all if unknown != 'drop' else n_all - up - un
     correct = (tp + tn) if unknown not in ('wrong', 'vlmevalkit') else (c['tp'] + c['tn'])
     p, r = _div(tp, tp + fp), _div(tp, tp + fn)
-    return dict(n=n_all, accuracy=_div(correct, n), precision=p, recall=r, f1=_div(2 * tp, 2 * tp + fp + fn),
-                yes_rate=_div(n_yes, n), unknown_rate=_div(up + un, n_all), tp=tp, fp=fp, tn=tn, fn=fn)
+    pos = c['tp'] + c['fn'] + (c['up'] if unknown != 'drop' else 0)    # the questions labelled yes among the n counted
+    return dict(n=n_all, accuracy=_div(correct, n), precision=p, recall=r, tnr=_div(tn, tn + fp), f1=_div(2 * tp, 2 * tp + fp + fn),
+                yes_rate=_div(n_yes, n), yes_bias=_div(n_yes - pos, n), unknown_rate=_div(up + un, n_all), tp=tp, fp=fp, tn=tn, fn=fn)
 
 # %% ../nbs/foundation/04_metrics.ipynb #2187e55b
 from .paper import PAPER   # the paper's published figures have one home (00a_paper)
@@ -51,7 +54,7 @@ def paper_confusion(split:str) -> dict:
 
 # %% ../nbs/foundation/04_metrics.ipynb #3055539f
 # the columns of a metrics table
-METRIC_COLS = ['n', 'accuracy', 'precision', 'recall', 'f1', 'yes_rate', 'unknown_rate', 'tp', 'fp', 'tn', 'fn']
+METRIC_COLS = ['n', 'accuracy', 'precision', 'recall', 'tnr', 'f1', 'yes_rate', 'yes_bias', 'unknown_rate', 'tp', 'fp', 'tn', 'fn']
 
 def score_table(df:pd.DataFrame, pred_col:str='pred', unknown:str='wrong') -> pd.DataFrame:
     "Per-split scores of `df[pred_col]` against `df.label`, plus `pooled`, `mean_f1` and `mean_accuracy` rows."
@@ -72,24 +75,61 @@ def counted_yes(preds, labels) -> np.ndarray:
     p, pos = _codes(preds), np.asarray(labels, dtype=object) == 'yes'
     return np.where(p == -1, ~pos, p == 1)
 
-def _metric_from_counts(tp, fp, tn, fn, n, metric):
-    with np.errstate(invalid='ignore', divide='ignore'):
-        return {'f1': 2 * tp / (2 * tp + fp + fn), 'precision': tp / (tp + fp), 'recall': tp / (tp + fn),
-                'accuracy': (tp + tn) / n, 'yes_rate': (tp + fp) / n}[metric]
-
-def bootstrap_ci(preds, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0) -> tuple[float, float]:
-    "Percentile bootstrap interval of `metric` (unknown answers count as wrong)."
+def count_matrix(preds, labels) -> np.ndarray:
+    "Per question, 0/1 columns: tp, fp, tn, fn with an unknown answer counted as wrong, then tp, fp, tn among known answers."
     p, pos = _codes(preds), np.asarray(labels, dtype=object) == 'yes'
-    yes_pred = counted_yes(preds, labels)
-    idx = np.random.default_rng(seed).integers(0, len(p), size=(n_boot, len(p)))
-    y, t = yes_pred[idx], pos[idx]
-    tp, fp = (y & t).sum(1), (y & ~t).sum(1)
-    fn, tn = (~y & t).sum(1), (~y & ~t).sum(1)
-    if metric in ('accuracy', 'yes_rate'):   # an unknown is neither correct nor a yes
-        known = (p != -1)[idx]
-        tp, fp = (y & t & known).sum(1), (y & ~t & known).sum(1)
-        tn = (~y & ~t & known).sum(1)
-    v = _metric_from_counts(tp, fp, tn, fn, len(p), metric)
+    if len(p) != len(pos): raise ValueError(f'{len(p)} predictions for {len(pos)} labels')
+    y, known = counted_yes(preds, labels), p != -1
+    return np.stack([y & pos, y & ~pos, ~y & ~pos, ~y & pos, y & pos & known, y & ~pos & known, ~y & ~pos & known], 1).astype(float)
+
+def metric_of(t, metric:str) -> np.ndarray:
+    "`metric` from totals of `count_matrix`'s columns (last axis); accuracy and the yes-rate count known answers only."
+    tp, fp, tn, fn, ktp, kfp, ktn = np.moveaxis(np.asarray(t, dtype=float), -1, 0)
+    n = tp + fp + tn + fn
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return {'f1': 2 * tp / (2 * tp + fp + fn), 'precision': tp / (tp + fp), 'recall': tp / (tp + fn), 'tnr': tn / (tn + fp),
+                'accuracy': (ktp + ktn) / n, 'yes_rate': (ktp + kfp) / n, 'yes_bias': (ktp + kfp - tp - fn) / n}[metric]
+
+# %% ../nbs/foundation/04_metrics.ipynb #7d9cbe4a
+# what an interval resamples: whole images (all of an image's questions together, the default) or single questions
+RESAMPLE = ('images', 'questions')
+
+def cluster_codes(clusters, n:int) -> np.ndarray:
+    "Each question's cluster as an integer 0..G−1 (`None`: every question its own cluster)."
+    if clusters is None: return np.arange(n)
+    c = np.asarray(clusters, dtype=object)
+    if len(c) != n: raise ValueError(f'{len(c)} cluster names for {n} questions')
+    return pd.factorize(pd.Series(c).astype(str))[0]
+
+def _cluster_sums(x:np.ndarray, codes:np.ndarray) -> np.ndarray:
+    "Column sums of `x` (n × k) within each cluster: G × k."
+    g = int(codes.max()) + 1 if len(codes) else 0
+    return np.stack([np.bincount(codes, weights=x[:, j], minlength=g) for j in range(x.shape[1])], 1)
+
+def boot_totals(x:np.ndarray, # per-question values, n × k
+                codes:np.ndarray, # each question's cluster (`cluster_codes`)
+                n_boot:int, # resamples
+                seed:int=0, # random seed
+                block:int=1 << 24, # cluster draws held in memory at once
+               ) -> np.ndarray:
+    "Column totals of `x` over `n_boot` resamples of whole clusters drawn with replacement: n_boot × k."
+    s = _cluster_sums(np.asarray(x, dtype=float), codes)
+    g, rng, out = len(s), np.random.default_rng(seed), []
+    step = max(1, block // max(g, 1))
+    for i in range(0, n_boot, step):
+        k = min(step, n_boot - i)
+        draws = rng.integers(0, g, size=(k, g)) + g * np.arange(k)[:, None]   # row r's draws, offset so one bincount counts every row
+        out.append(np.bincount(draws.ravel(), minlength=k * g).reshape(k, g) @ s)
+    return np.concatenate(out) if out else np.zeros((0, s.shape[1]))
+
+# %% ../nbs/foundation/04_metrics.ipynb #fbc34e49
+def bootstrap_ci(preds, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None) -> tuple[float, float]:
+    "Percentile bootstrap interval of `metric` (unknown answers count as wrong), resampling `clusters` whole (`None`: single questions)."
+    x = count_matrix(preds, labels)
+    return percentile_interval(metric_of(boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed), metric), alpha)
+
+def percentile_interval(v, alpha:float=0.05) -> tuple[float, float]:
+    "The central 1 − `alpha` percentile interval of resampled values (NaN resamples ignored)."
     lo, hi = np.nanpercentile(v, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return float(lo), float(hi)
 
@@ -106,6 +146,80 @@ def mcnemar_test(preds_a, preds_b, labels, exact:bool|None=None) -> dict:
     r = mcnemar(tab, exact=exact, correction=True)
     return dict(a_only=int(tab[0, 1]), b_only=int(tab[1, 0]), statistic=float(r.statistic), pvalue=float(r.pvalue),
                 method='exact binomial' if exact else 'chi-square, continuity-corrected')
+
+# %% ../nbs/foundation/04_metrics.ipynb #80741e80
+# metric -> the weights of `count_matrix`'s columns in its numerator a and denominator b (the metric is Σa / Σb)
+RATIOS = {'f1': ((2, 0, 0, 0, 0, 0, 0), (2, 1, 0, 1, 0, 0, 0)), 'precision': ((1, 0, 0, 0, 0, 0, 0), (1, 1, 0, 0, 0, 0, 0)),
+          'recall': ((1, 0, 0, 0, 0, 0, 0), (1, 0, 0, 1, 0, 0, 0)), 'tnr': ((0, 0, 1, 0, 0, 0, 0), (0, 1, 1, 0, 0, 0, 0)),
+          'accuracy': ((0, 0, 0, 0, 1, 0, 1), (1, 1, 1, 1, 0, 0, 0)), 'yes_rate': ((0, 0, 0, 0, 1, 1, 0), (1, 1, 1, 1, 0, 0, 0)),
+          'yes_bias': ((-1, 0, 0, -1, 1, 1, 0), (1, 1, 1, 1, 0, 0, 0))}
+
+def linearised(preds, labels, metric:str='f1') -> np.ndarray:
+    "Each question's linearised contribution to `metric` = Σa / Σb: (aᵢ − R·bᵢ) / Σb (the delta method)."
+    x = count_matrix(preds, labels)
+    a, b = x @ np.array(RATIOS[metric][0], float), x @ np.array(RATIOS[metric][1], float)
+    if b.sum() == 0: return np.full(len(x), np.nan)
+    return (a - a.sum() / b.sum() * b) / b.sum()
+
+def clustered_var(z, clusters=None) -> float:
+    "Variance of Σzᵢ with the zᵢ of one cluster summed first: G/(G − 1) · Σ_g Z_g² (`None`: independent questions)."
+    z = np.asarray(z, dtype=float)
+    s = np.bincount(cluster_codes(clusters, len(z)), weights=z)
+    return float(len(s) / (len(s) - 1) * (s ** 2).sum()) if len(s) > 1 else float('nan')
+
+def metric_se(preds, labels, metric:str='f1', clusters=None) -> float:
+    "Standard error of `metric` by linearisation, questions grouped in `clusters` (`None`: independent questions)."
+    return clustered_var(linearised(preds, labels, metric), clusters) ** 0.5
+
+def design_effect(preds, labels, metric:str='f1', clusters=None) -> float:
+    "Var(`metric`) with questions grouped in `clusters` over its variance with independent questions."
+    z = linearised(preds, labels, metric)
+    v = clustered_var(z)
+    return clustered_var(z, clusters) / v if v else float('nan')
+
+def diff_se(preds_a, preds_b, labels, metric:str='f1', clusters=None) -> float:
+    "Standard error of metric(a) − metric(b) on the same questions (paired), by linearisation, clustered."
+    return clustered_var(linearised(preds_a, labels, metric) - linearised(preds_b, labels, metric), clusters) ** 0.5
+
+def min_detectable(se:float, alpha:float=0.05, power:float=0.8) -> float:
+    "The smallest true difference a two-sided test at level `alpha` detects with probability `power`, given the difference's standard error."
+    from scipy.stats import norm
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * se)
+
+# %% ../nbs/foundation/04_metrics.ipynb #06145aa5
+def paired_boot(pred_lists:list, # prediction lists over the same questions
+                labels, # the questions' labels
+                metric:str='f1', # a metric of `metric_of`
+                n_boot:int=1000, # resamples
+                seed:int=0, # random seed
+                clusters=None, # each question's image (`None`: resample single questions)
+               ) -> np.ndarray:
+    "`metric` of each prediction list on the same resamples (of whole clusters): shape `(len(pred_lists), n_boot)`."
+    x = np.concatenate([count_matrix(p, labels) for p in pred_lists], 1)
+    t = boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed)
+    return np.stack([metric_of(t[:, 7 * k:7 * k + 7], metric) for k in range(len(pred_lists))]) if len(pred_lists) else np.zeros((0, n_boot))
+
+def diff_ci(preds_a, preds_b, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None) -> tuple[float, float, float]:
+    "metric(a) − metric(b) on the same questions, with a paired percentile bootstrap interval: (difference, lo, hi)."
+    b = paired_boot([preds_a, preds_b], labels, metric, n_boot, seed, clusters)
+    d = float(metric_of(count_matrix(preds_a, labels).sum(0), metric) - metric_of(count_matrix(preds_b, labels).sum(0), metric))
+    if not n_boot: return d, float('nan'), float('nan')
+    return (d, *percentile_interval(b[0] - b[1], alpha))
+
+# %% ../nbs/foundation/04_metrics.ipynb #3ab5f150
+def clustered_mcnemar(preds_a, preds_b, labels, clusters=None) -> dict:
+    "McNemar's comparison of paired correctness with questions grouped in `clusters` (Obuchowski 1998): χ² on 1 df, unknown counts as wrong."
+    from scipy.stats import chi2
+    l = np.asarray(labels, dtype=object)
+    d = (np.asarray(preds_a, dtype=object) == l).astype(float) - (np.asarray(preds_b, dtype=object) == l)
+    if not len(d): return dict(statistic=float('nan'), pvalue=float('nan'), clusters=0, method='no questions')
+    delta, codes = d.mean(), cluster_codes(clusters, len(d))
+    var = clustered_var((d - delta) / len(d), codes)
+    g = int(codes.max()) + 1
+    if not var > 0: stat = 0.0 if delta == 0 else float('inf')
+    else: stat = float(delta ** 2 / var)
+    return dict(statistic=stat, pvalue=float(chi2.sf(stat, 1)) if stat == stat else float('nan'), clusters=g,
+                method=f'Obuchowski, {g} clusters' if clusters is not None else 'Obuchowski, questions independent')
 
 # %% ../nbs/foundation/04_metrics.ipynb #a325afa5
 def running_f1(preds, labels, order_seed:int|None=None) -> np.ndarray:

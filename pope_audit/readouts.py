@@ -17,7 +17,7 @@ from .choices import CORRECTION_NAMES
 __all__ = ['SCHEMA', 'TIE_RULES', 'CORRECTION_METHODS', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout',
            'CorrectionReadout', 'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie',
            'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass',
-           'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'applicable']
+           'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope', 'applicable']
 
 # %% ../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -266,9 +266,15 @@ def vlmeval_yorn(rec):
     y, n = 'yes' in words, 'no' in words   # pope-audit: ok  (VLMEvalKit's rule, kept to rescore with it)
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
+# %% ../nbs/foundation/03_readouts.ipynb #6cb4eabd
+@readout('repope', 'text', 'RePOPE compute_answer: "yes" anywhere in the lower-cased text, else "no" (or "not") anywhere, else unknown (RePOPE drops it)')
+def repope(rec):
+    t = rec.text.lower()
+    return 'yes' if 'yes' in t else 'no' if 'no' in t or 'not' in t else 'unknown'   # pope-audit: ok  (RePOPE's rule, kept to rescore with it)
+
 # %% ../nbs/foundation/03_readouts.ipynb #9ea9dc53
 # a benchmark's official rule (a readout name) -> the groups it applies to by default: its own (`scoring` adds the benchmarks')
-SCOPED: dict[str, tuple] = {}
+SCOPED: dict[str, tuple] = {'repope': ()}   # RePOPE's rule: only when named, or when scoring against RePOPE's labels
 
 def applicable(records:list[Record], names=None) -> list[str]:
     "Readouts (in registry order, then the corrections every record carries) that apply to every record."

@@ -12,7 +12,7 @@ from .core import InputError, atomic_write, output_path, tilde
 from .data import SPLITS
 from .scoring import read_records, predictions, score_predictions
 from .readouts import READOUTS, exact_tie, correction_labels
-from .metrics import bootstrap_ci, mcnemar_test, confusion
+from .metrics import bootstrap_ci, mcnemar_test, confusion, clustered_mcnemar, design_effect
 from .reconstruct import reconstruct_records, flip_margins
 from .attention import attention_report, plot_attention
 from .runstatus import read_manifest, run_status, run_files, status_text
@@ -21,7 +21,8 @@ from .runstatus import read_manifest, run_status, run_files, status_text
 __all__ = ['REPORT_CSS', 'LONG_CELL', 'CONFIDENT_MARGIN', 'N_BOOT', 'COUNT_COLS', 'fmt_frame', 'md_table', 'html_table', 'render',
            'f1_window', 'plot_f1', 'int_counts', 'Context', 'section_lead', 'section_manifest', 'section_probe',
            'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped', 'section_gap',
-           'section_attention', 'section_corrections', 'writable_folder', 'write_report', 'report_fragment']
+           'section_attention', 'section_corrections', 'section_relabel', 'writable_folder', 'write_report',
+           'report_fragment']
 
 # %% ../nbs/interface/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -135,11 +136,18 @@ class Context:
         self.rec_name = recommended or ('derived' if 'derived' in self.names else self.names[0])
         self.st = score_predictions(self.preds)
         self.splits = [s for s in SPLITS if s in set(self.preds.split)] + sorted(set(self.preds.split) - set(SPLITS))
-        ci = {(n, s): bootstrap_ci(g[n], g.label, n_boot=n_boot) for n in self.names for s, g in self.preds.groupby('split')}
+        self.images = pd.Series([r.image for r in self.recs], index=self.preds.index, dtype=object)
+        self.by_image = bool((self.images.astype(str).str.strip() != '').all())     # intervals resample whole images when every record names its image
+        img = lambda g: self.images[g.index].to_numpy() if self.by_image else None
+        ci = {(n, s): bootstrap_ci(g[n], g.label, n_boot=n_boot, clusters=img(g)) for n in self.names for s, g in self.preds.groupby('split')}
         self.per = self.st[self.st.split.isin(self.splits)].copy()
         self.per['lo'] = [ci[r.readout, r.split][0] for r in self.per.itertuples()]
         self.per['hi'] = [ci[r.readout, r.split][1] for r in self.per.itertuples()]
+        if self.by_image:
+            deff = {(n, s): design_effect(g[n], g.label, 'f1', img(g)) for n in self.names for s, g in self.preds.groupby('split')}
+            self.per['deff'] = [deff[r.readout, r.split] for r in self.per.itertuples()]
         self.questions_label = questions_label
+        self.relabel = None
 
 # %% ../nbs/interface/13_report.ipynb #bd5cbb03
 def section_lead(c:Context) -> list:
@@ -199,7 +207,11 @@ def section_readouts(c:Context, figs:Path) -> list:
     wide = cell.pivot(index='readout', columns='split', values='v').reindex(index=c.names, columns=c.splits)
     yr = c.per.pivot(index='readout', columns='split', values='yes_rate').reindex(index=c.names, columns=c.splits).add_prefix('yes-rate ')
     blocks = [('h', 2, 'Every readout, per split'),
-              ('p', f'{len(c.recs)} records. F1 with a 95% bootstrap interval over questions; unknown answers count as wrong.'),
+              ('p', f'{len(c.recs)} records. F1 with a 95% bootstrap interval over '
+                    + ('images (all questions of an image resampled together; POPE asks several questions of each image, and their answers move together)'
+                       if c.by_image else 'questions (the records name no images)') + '; unknown answers count as wrong.'
+                    + (f" Design effect of F1 (its variance over that of independent questions): {c.per.deff.min():.2f}–{c.per.deff.max():.2f}."
+                       if c.by_image and 'deff' in c.per else '')),
               ('img', 'figures/f1_by_readout.png', 'F1 by readout and split, with 95% bootstrap intervals'),
               ('table', wide.join(yr).reset_index())]
     if 'greedy' in c.names and c.rec_name != 'greedy':
@@ -234,15 +246,19 @@ def plot_mcnemar(mc:pd.DataFrame, rec_name:str):
 
 def section_mcnemar(c:Context, figs:Path) -> list:
     "McNemar's test of every readout against the recommended one, per split."
-    mc = pd.DataFrame([dict(split=s, other=n, **mcnemar_test(g[c.rec_name], g[n], g.label)) for s, g in c.preds.groupby('split', sort=False)
-                       for n in c.names if n != c.rec_name])
+    img = lambda g: c.images[g.index].to_numpy() if c.by_image else None
+    mc = pd.DataFrame([dict(split=s, other=n, **mcnemar_test(g[c.rec_name], g[n], g.label),
+                            **({'p by image': clustered_mcnemar(g[c.rec_name], g[n], g.label, img(g))['pvalue']} if c.by_image else {}))
+                       for s, g in c.preds.groupby('split', sort=False) for n in c.names if n != c.rec_name])
     if mc.empty: return []
     _save(plot_mcnemar(mc, c.rec_name), figs/'mcnemar.png')
     differ = mc[(mc.a_only + mc.b_only) > 0]
     return [('h', 2, f'McNemar: {c.rec_name} against each other readout'),
             ('img', 'figures/mcnemar.png', f'Net discordant questions against {c.rec_name} (positive: {c.rec_name} is right more often)'),
             ('p', f'{len(mc) - len(differ)} of {len(mc)} pairs never disagree on correctness; the others: a_only counts questions '
-                  f'{c.rec_name} gets right and the other wrong, b_only the reverse.'), ('table', differ)]
+                  f'{c.rec_name} gets right and the other wrong, b_only the reverse'
+                  + ("; p by image: the same comparison with an image's questions counted together (Obuchowski's clustered McNemar)." if c.by_image else '.')),
+            ('table', differ)]
 
 # %% ../nbs/interface/13_report.ipynb #a5de5562
 def plot_flipped(fl:pd.DataFrame):
@@ -312,6 +328,23 @@ def section_corrections(c:Context, figs:Path) -> list:
                                               'bootstrap interval, beside a constant offset on the baseline\'s margin at its yes-rate (open diamond)'),
             ('table', tab[TABLE_COLS])]
 
+# %% ../nbs/interface/13_report.ipynb #264f05f7
+def section_relabel(c:Context) -> list:
+    "Every readout under the original and the relabelled labels (nothing unless the report was asked to relabel)."
+    if c.relabel is None: return []
+    rs = c.relabel
+    t = rs['table']
+    cols = [k for k in ('readout', 'split', 'n', 'n_relabelled', 'f1', 'f1_relabelled', 'f1_change', 'recall', 'recall_relabelled', 'tnr',
+                        'tnr_relabelled', 'yes_bias', 'yes_bias_relabelled') if k in t]
+    blocks = [('h', 2, f'Relabelled labels: {rs["name"]}'),
+              ('p', 'The same answers scored against the original labels (every question) and against the relabelled ones (the questions the '
+                    'relabelled set holds). recall is the true-positive rate, tnr the true-negative rate, yes_bias the yes-rate minus the share '
+                    'of questions labelled yes.')]
+    if rs['changes'] is not None: blocks += [('p', 'What the relabelling does to POPE itself:'), ('table', rs['changes'])]
+    blocks += [('p', 'Coverage of this run\'s questions:'), ('table', rs['coverage']), ('table', int_counts(t[cols]))]
+    if rs.get('printed') is not None: blocks += [('p', "RePOPE's own figures, as its compute_results prints them (its rule; unreadable answers dropped):"), ('table', rs['printed'])]
+    return blocks
+
 # %% ../nbs/interface/13_report.ipynb #b4ede789
 def writable_folder(out:Path):
     "Refuse, before any work, a report folder that cannot be created or written (a read-only run folder, a read-only --out)."
@@ -329,6 +362,7 @@ def write_report(run_dir:str|os.PathLike, # a run folder
                  n_boot:int=N_BOOT, # bootstrap resamples per interval
                  questions_label:str|None=None, # name for the question set, instead of its fingerprint's version
                  records=None, # records read from an answer file (then `run_dir` is that file, and `out` is required)
+                 relabel=None, # a relabelled question set to score against as well ('repope', a folder or files)
                 ) -> Path:
     "Write report.md, report.html, scores.csv and figures for the run in `run_dir` (or for `records`); return the HTML path."
     import matplotlib; matplotlib.use('Agg')
@@ -338,10 +372,16 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     inputs = run_files(run_dir, reports=False) if records is None else [run_dir]
     for n in ('report.md', 'report.html', 'scores.csv'): output_path(out/n, inputs, n)     # never an input, a FIFO or a symlink
     c = Context(run_dir, recommended, n_boot, questions_label, records)
+    if relabel is not None:
+        from pope_audit.relabel import relabel_summary
+        keys = pd.DataFrame(dict(split=[r.split for r in c.recs], image=[r.image for r in c.recs], question=[r.question for r in c.recs],
+                                 label=[r.label for r in c.recs]), index=c.preds.index)
+        rp = c.preds.assign(repope=[READOUTS['repope'](r) for r in c.recs]) if all(r.text is not None for r in c.recs) else c.preds
+        c.relabel = relabel_summary(rp, keys, relabel)
     said = status_text(c.status)
     blocks = [('h', 1, title)] + ([('p', note)] if note else []) + ([('lead', said)] if said else []) + section_lead(c)
     blocks += section_readouts(c, figs) + section_manifest(c) + section_probe(c) + section_ties(c)     # the finding, its figure, then the detail
-    blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs) + section_corrections(c, figs)
+    blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs) + section_corrections(c, figs) + section_relabel(c)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out/'scores.csv', int_counts(c.st).to_csv(index=False))
     atomic_write(out/'report.md', render(blocks, 'md'))

@@ -15,6 +15,7 @@ from .data import (norm_qid, norm_label, fingerprint, question_table, question_m
 from . import readouts, amber
 from .readouts import Record, READOUTS, applicable, SCHEMA, SCOPED, readout
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
+from .metrics import RESAMPLE, design_effect, clustered_mcnemar, diff_ci
 from .readers import (TABLE_SUFFIXES, read_table, JoinCheck, answer_text, lmms_objects, _first_text, _pair_key,
                                 _asks, _JSON_TYPES)   # what every answer-file reader shares (the benchmarks' readers too), re-exported here
 
@@ -25,7 +26,7 @@ __all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUD
            'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'mme_rule',
            'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions',
            'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
-           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions', 'score_summary',
+           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions', 'answer_keys', 'score_summary',
            'summary_text', 'summary_json']
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
@@ -603,22 +604,29 @@ def compare_readouts(preds:pd.DataFrame, # `predictions`' output, or a predictio
                      pairs:list[tuple[str, str]]|None=None, # the pairs to test (default: every pair)
                      n_boot:int=2000, # bootstrap resamples (0: no intervals)
                      seed:int=0, # bootstrap seed
+                     clusters=None, # each row's image: intervals resample whole images, McNemar is also clustered (`None`: questions)
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Per split: F1 of each readout with a bootstrap interval, and McNemar's test for each pair of readouts."
+    "Per split: F1 of each readout with a bootstrap interval and the design effect; for each pair, McNemar's test (plain and by image) and F1's difference with a paired interval."
     if n_boot < 0: raise InputError(f'the number of bootstrap resamples must be 0 or more, got {n_boot}', field='boot')
     names = readout_columns(preds)
     pairs = list(itertools.combinations(names, 2)) if pairs is None else [tuple(p) for p in pairs]
     for p in pairs:
         for n in p:
             if n not in names: raise InputError(f'readout {n!r} of pair {":".join(p)} is not scored here; the readouts are: {", ".join(names)}', field='pairs')
+    cl = None if clusters is None else pd.Series(list(clusters), index=preds.index, dtype=object)
     ci, mc = [], []
     for split, g in preds.groupby('split', sort=False):
+        c = None if cl is None else cl[g.index].to_numpy()
         for n in names:
-            lo, hi = bootstrap_ci(g[n], g.label, 'f1', n_boot=n_boot, seed=seed) if n_boot else (float('nan'),) * 2
-            ci.append(dict(split=split, readout=n, f1=scores(confusion(g[n], g.label))['f1'], lo=lo, hi=hi))
+            lo, hi = bootstrap_ci(g[n], g.label, 'f1', n_boot=n_boot, seed=seed, clusters=c) if n_boot else (float('nan'),) * 2
+            ci.append(dict(split=split, readout=n, f1=scores(confusion(g[n], g.label))['f1'], lo=lo, hi=hi,
+                           deff=design_effect(g[n], g.label, 'f1', c) if c is not None else float('nan')))
         for a, b in pairs:
-            mc.append(dict(split=split, a=a, b=b, **mcnemar_test(g[a], g[b], g.label)))
-    return pd.DataFrame(ci, columns=['split', 'readout', 'f1', 'lo', 'hi']), pd.DataFrame(mc, columns=['split', 'a', 'b', 'a_only', 'b_only', 'statistic', 'pvalue', 'method'])
+            d, dlo, dhi = diff_ci(g[a], g[b], g.label, 'f1', n_boot, seed=seed, clusters=c)
+            cm = clustered_mcnemar(g[a], g[b], g.label, c) if c is not None else dict(pvalue=float('nan'))
+            mc.append(dict(split=split, a=a, b=b, **mcnemar_test(g[a], g[b], g.label), clustered_p=cm['pvalue'], f1_diff=d, diff_lo=dlo, diff_hi=dhi))
+    return (pd.DataFrame(ci, columns=['split', 'readout', 'f1', 'lo', 'hi', 'deff']),
+            pd.DataFrame(mc, columns=['split', 'a', 'b', 'a_only', 'b_only', 'statistic', 'pvalue', 'method', 'clustered_p', 'f1_diff', 'diff_lo', 'diff_hi']))
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #d0bfad7a
 def tie_summary(records:list[Record], names:list[str]) -> pd.DataFrame:
@@ -742,14 +750,29 @@ def _implied_questions(ans:Answers) -> pd.DataFrame:
     if ans.records is not None: return records_questions(ans.records)
     return question_table(dict(split=s, question_id=q, image='', question='', label=l) for s, q, l in zip(ans.preds.split, ans.preds.question_id, ans.preds.label))
 
+def answer_keys(ans:Answers, preds:pd.DataFrame) -> pd.DataFrame|None:
+    "Split, image, question and label of each row of `preds` (a predictions table's through its question set), or None where no images are known."
+    if ans.records is not None:
+        k = pd.DataFrame(dict(split=[r.split for r in ans.records], image=[r.image for r in ans.records],
+                              question=[r.question for r in ans.records], label=[r.label for r in ans.records]), index=preds.index)
+    elif ans.questions is not None:
+        q = ans.questions.drop_duplicates(['split', 'question_id']).set_index(['split', 'question_id'])
+        k = q.reindex(pd.MultiIndex.from_arrays([preds.split.astype(object), preds.question_id])).reset_index()
+        k = k.assign(label=preds.label.astype(object).to_numpy()).set_index(preds.index)[['split', 'image', 'question', 'label']]
+    else: return None
+    return k if (k.image.astype(str).str.strip() != '').all() and k.image.notna().all() else None
+
 def score_summary(ans:Answers, # what `load_answers` read
                   names=None, # readouts (or a predictions table's columns) to score; default: all that apply
                   unknown:str='wrong', # policy for unknown answers in the scores
                   pairs=None, # readout pairs to test (default: every pair)
                   n_boot:int=2000, # bootstrap resamples for the F1 intervals (0: none)
                   tie:str='decoder', # tie rule of the max readouts
+                  resample:str='images', # what the intervals resample: whole images (all of an image's questions) or questions
+                  relabel=None, # a relabelled question set ('repope', a folder or files) to score against as well
                  ) -> dict:
-    "Everything `score` reports: fingerprint, pairing checks, coverage, scores, F1 intervals, paired tests, exact ties."
+    "Everything `score` reports: fingerprint, pairing checks, coverage, scores, F1 intervals by image, paired tests, exact ties, relabelled labels."
+    if resample not in RESAMPLE: raise InputError(f'--resample must be one of {RESAMPLE}, got {resample!r}', field='resample')
     readouts.check_tie(tie)
     ties = None
     if ans.preds is not None: preds, ties = ans.preds, ans.preds.attrs.get('ties')   # a streamed run brings its tie counts
@@ -758,10 +781,25 @@ def score_summary(ans:Answers, # what `load_answers` read
         preds = predictions(ans.records, names, tie)
         if any(r.logits is not None for r in ans.records): ties = tie_summary(ans.records, names)
     if preds.empty: raise InputError('no answers to score in the splits asked for', field='splits')
-    ci, mc = compare_readouts(preds, pairs, n_boot)
+    keys = answer_keys(ans, preds)
+    extra = []
+    if keys is None and (resample == 'images' or relabel is not None):
+        if relabel is not None: raise InputError('these answers carry no image names, so they cannot be joined to a relabelled set by image and '
+                                                 'question: give the questions they answer (--questions)', field='relabel')
+        extra.append('intervals resample questions: these answers carry no image names to group them by (give --questions)')
+    clusters = keys.image.to_numpy() if keys is not None and resample == 'images' else None
+    ci, mc = compare_readouts(preds, pairs, n_boot, clusters=clusters)
+    rl = None
+    if relabel is not None:
+        from pope_audit.relabel import relabel_summary
+        rp = preds
+        if ans.records is not None and 'repope' not in preds and all(r.text is not None for r in ans.records):
+            rp = preds.assign(repope=[READOUTS['repope'](r) for r in ans.records])    # RePOPE's own rule, for its figures
+        rl = relabel_summary(rp, keys, relabel, unknown)
     qtab = ans.questions if ans.questions is not None else _implied_questions(ans)
     return dict(kind=ans.kind, fingerprint=fingerprint(qtab), checks=None if ans.check is None else ans.check.table(),
-                notes=([] if ans.check is None else ans.check.notes()) + ans.notes, coverage=coverage(ans.splits, ans.questions),
+                notes=([] if ans.check is None else ans.check.notes()) + ans.notes + extra, coverage=coverage(ans.splits, ans.questions),
+                resample='images' if clusters is not None else 'questions', relabel=rl,
                 set_aside=(ans.preds.attrs.get('set_aside', []) if ans.preds is not None else []), unknown=unknown,
                 scores=score_predictions(preds, unknown), as_printed=as_printed(ans.records or []), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
 
@@ -792,29 +830,44 @@ def summary_text(sm:dict, title:str='') -> str:
     if sm['set_aside']: parts += [f'columns set aside (not yes/no): {", ".join(sm["set_aside"])}', '']
     wide = st.pivot_table(index='readout', columns='split', values='f1', sort=False).map(_f4)
     parts += [f'F1, every readout side by side (unknown answers: {sm["unknown"]}):', wide.to_string(), '']
+    by_image = sm.get('resample', 'questions') == 'images'
     if sm['n_boot']:
-        ci = sm['f1_ci'].assign(f1=lambda t: t.f1.map(_f4), interval=lambda t: [f'[{_f4(a)}, {_f4(b)}]' for a, b in zip(t.lo, t.hi)])
-        parts += [f'F1 with 95% bootstrap intervals ({sm["n_boot"]} resamples of questions; unknown counts as wrong):',
-                  ci[['split', 'readout', 'f1', 'interval']].to_string(index=False), '']
+        ci = sm['f1_ci'].assign(f1=lambda t: t.f1.map(_f4), interval=lambda t: [f'[{_f4(a)}, {_f4(b)}]' for a, b in zip(t.lo, t.hi)],
+                                deff=lambda t: t.deff.map(lambda v: '' if pd.isna(v) else f'{v:.2f}'))
+        what = ('images (all questions of an image together); deff: the design effect, F1\'s variance over what independent questions would give'
+                if by_image else 'questions')
+        parts += [f'F1 with 95% bootstrap intervals ({sm["n_boot"]} resamples of {what}; unknown counts as wrong):',
+                  ci[['split', 'readout', 'f1', 'interval'] + (['deff'] if by_image else [])].to_string(index=False), '']
     if len(sm['pairs']):
-        mc = sm['pairs'].assign(statistic=lambda t: t.statistic.map(lambda v: f'{v:.2f}'), pvalue=lambda t: t.pvalue.map(lambda v: f'{v:.3g}'))
-        parts += ["McNemar's test on paired correctness (a_only: questions a gets right and b wrong; unknown counts as wrong):",
-                  mc.to_string(index=False), '']
+        mc = sm['pairs'].assign(statistic=lambda t: t.statistic.map(lambda v: f'{v:.2f}'), pvalue=lambda t: t.pvalue.map(lambda v: f'{v:.3g}'),
+                                clustered_p=lambda t: t.clustered_p.map(lambda v: '' if pd.isna(v) else f'{v:.3g}'),
+                                f1_diff=lambda t: [f'{d:+.4f}' + (f' [{lo:+.4f}, {hi:+.4f}]' if lo == lo else '') for d, lo, hi in zip(t.f1_diff, t.diff_lo, t.diff_hi)])
+        cols = ['split', 'a', 'b', 'a_only', 'b_only', 'statistic', 'pvalue', 'method'] + (['clustered_p'] if by_image else []) + ['f1_diff']
+        parts += ["McNemar's test on paired correctness (a_only: questions a gets right and b wrong; unknown counts as wrong)"
+                  + ("; clustered_p: the same comparison with an image's questions counted together (Obuchowski)" if by_image else '')
+                  + f"; f1_diff: F1(a) − F1(b) with a paired 95% interval ({'images' if by_image else 'questions'} resampled):",
+                  mc[cols].to_string(index=False), '']
     if sm['ties'] is None: parts += ['exact ties: none to count (these answers carry no logits)', '']
     else:
         t = sm['ties'].assign(moved=lambda t: t.moved.map(lambda m: ', '.join(f'{k} {v}' for k, v in m.items()) or 'none'))
         parts += [f'exact ties (best yes logit = best no logit over the derived set), tie rule {sm["tie"]!r}; '
                   'moved: decisions the two tie rules give differently:', t.to_string(index=False), '']
     fmt = st.copy()
-    for c in ('accuracy', 'precision', 'recall', 'f1', 'yes_rate', 'unknown_rate'): fmt[c] = fmt[c].map(_f4)
+    for c in ('accuracy', 'precision', 'recall', 'tnr', 'f1', 'yes_rate', 'yes_bias', 'unknown_rate'): fmt[c] = fmt[c].map(_f4)
     for c in ('n', 'tp', 'fp', 'tn', 'fn'): fmt[c] = fmt[c].map(lambda v: '' if pd.isna(v) else str(int(v)))
-    return '\n'.join(parts + ['all metrics:', fmt.to_string(index=False)])
+    out = parts + ['all metrics (recall is the true-positive rate; tnr the true-negative rate; yes_bias the yes-rate minus the share labelled yes):', fmt.to_string(index=False)]
+    if sm.get('relabel'):
+        from pope_audit.relabel import relabel_text
+        out += ['', relabel_text(sm['relabel'])]
+    return '\n'.join(out)
 
 def summary_json(sm:dict) -> dict:
     "`score_summary`'s output with tables as lists of rows (print it with `core.dumps_strict`)."
+    from pope_audit.relabel import relabel_json
     rec = lambda t: None if t is None else t.to_dict('records')
     return dict(kind=sm['kind'], fingerprint=rec(sm['fingerprint']), pairings=rec(sm['checks']), notes=sm['notes'],
                 coverage=rec(sm['coverage'].reset_index()), set_aside=sm['set_aside'], unknown_policy=sm['unknown'],
                 scores=rec(sm['scores']), f1_intervals=rec(sm['f1_ci']), n_boot=sm['n_boot'], mcnemar=rec(sm['pairs']),
-                tie_rule=sm['tie'], ties=rec(sm['ties']),
+                tie_rule=sm['tie'], ties=rec(sm['ties']), resample=sm.get('resample'),
+                relabel=relabel_json(sm['relabel']) if sm.get('relabel') else None,
                 as_printed=[{k: r[k] for k in ('tool', 'split', 'metric', 'value')} for r in sm.get('as_printed') or []])

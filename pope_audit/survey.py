@@ -12,7 +12,7 @@ from .paper import READOUT_GAP, BASELINE_SPREAD, PAPER_BASELINE
 
 # %% auto #0
 __all__ = ['SURVEY', 'DECODING_COLORS', 'load_survey', 'decoding_group', 'entries', 'paper_table', 'gain_labels', 'plot_gains',
-           'baselines_by_decoding', 'plot_baselines']
+           'min_detectable_gain', 'against_noise', 'baselines_by_decoding', 'plot_baselines']
 
 # %% ../nbs/appendix/11_survey.ipynb #8e4c9d31
 SURVEY = importlib.resources.files('pope_audit')/'assets'/'llava15_pope_survey.csv'    # the package data, wherever it is installed
@@ -83,8 +83,8 @@ def gain_labels(d:pd.DataFrame) -> list[str]:
     return [b + (f", row {r}" + (': evaluation paper' if 'evaluation paper' in p else ": method's own paper") if b in twice else '')
             for b, r, p in zip(base, d.row_id, d.paper)]
 
-def plot_gains(E:pd.DataFrame|None=None, ax=None):
-    "Horizontal bars of adversarial F1 gains (value on each), with the readout gap and the baseline spread marked above."
+def plot_gains(E:pd.DataFrame|None=None, ax=None, mdd:float|None=None):
+    "Horizontal bars of adversarial F1 gains (value on each), with the readout gap, the baseline spread and (given) the minimum detectable difference marked above."
     import matplotlib.pyplot as plt, textwrap
     from matplotlib.patches import Patch
     E = entries() if E is None else E
@@ -96,7 +96,9 @@ def plot_gains(E:pd.DataFrame|None=None, ax=None):
         ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=9, bbox=dict(fc='white', ec='none', pad=0.5))   # readable across the marker lines
     ax.set_yticks(range(len(d)), [textwrap.fill(l, 40) for l in gain_labels(d)], fontsize=9)
     top = ax.get_xaxis_transform()
-    for x, ls, label, ha in [(READOUT_GAP, '--', f'readout gap {READOUT_GAP} ', 'right'), (BASELINE_SPREAD, ':', f' baseline spread {BASELINE_SPREAD}', 'left')]:
+    marks = [(READOUT_GAP, '--', f'readout gap {READOUT_GAP} ', 'right'), (BASELINE_SPREAD, ':', f' baseline spread {BASELINE_SPREAD}', 'left')]
+    if mdd is not None: marks.append((mdd, '-.', f'noise {mdd:.2f} ', 'right'))    # the smallest difference two runs of POPE can tell apart
+    for x, ls, label, ha in marks:
         ax.axvline(x, ls=ls, c='k', lw=1)
         ax.text(x, 1.01, label, transform=top, fontsize=9, ha=ha, va='bottom')      # each label on its own side of its line
     present = [k for k in DECODING_COLORS if k in set(d.decoding)]
@@ -106,6 +108,19 @@ def plot_gains(E:pd.DataFrame|None=None, ax=None):
     ax.set_xlabel('gain in adversarial F1 (points)')
     ax.set_title('Published LLaVA-1.5-7B POPE gains vs the readout gap', pad=16)
     return ax
+
+# %% ../nbs/appendix/11_survey.ipynb #021f8473
+def min_detectable_gain(preds, labels, images, alpha:float=0.05, power:float=0.8) -> dict:
+    "The smallest F1 difference (in points) two independent runs of these questions detect, with an image's questions counted together, and without."
+    from pope_audit.metrics import metric_se, min_detectable
+    se_img, se_q = metric_se(preds, labels, 'f1', images), metric_se(preds, labels, 'f1')
+    return dict(questions=len(labels), images=len(set(images)), se_images=se_img, se_questions=se_q,
+                mdd_images=100 * min_detectable(2 ** 0.5 * se_img, alpha, power), mdd_questions=100 * min_detectable(2 ** 0.5 * se_q, alpha, power))
+
+def against_noise(E:pd.DataFrame, mdd:float) -> pd.DataFrame:
+    "Each published gain beside the minimum detectable difference `mdd` (points): does it exceed it?"
+    d = E.dropna(subset=['gain']).sort_values('gain').reset_index(drop=True)
+    return d.assign(label=gain_labels(d), exceeds=d.gain > mdd)[['label', 'gain', 'exceeds', 'verified']]
 
 # %% ../nbs/appendix/11_survey.ipynb #abac56e9
 def baselines_by_decoding(E:pd.DataFrame|None=None) -> pd.DataFrame:

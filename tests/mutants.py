@@ -51,6 +51,17 @@ MUTANTS = [
            why='alpha where alpha/2 belongs'),
     Mutant('mean_accuracy', M, "'accuracy': per.accuracy.mean()", "'accuracy': out.loc['pooled', 'accuracy']", (M,),
            why='mean_accuracy is the pooled accuracy'),
+    # clustered statistics, direction of the error, RePOPE (tests/test_relabel.py)
+    Mutant('cluster_codes_ignored', M, "if clusters is None: return np.arange(n)", "return np.arange(n)", pytest=('tests/test_relabel.py',),
+           why='intervals resample questions whatever the clusters'),
+    Mutant('clustered_var_g', M, "return float(len(s) / (len(s) - 1) * (s ** 2).sum()) if len(s) > 1 else float('nan')",
+           "return float((s ** 2).sum()) if len(s) > 1 else float('nan')", pytest=('tests/test_relabel.py',), why='no G/(G − 1) correction'),
+    Mutant('yes_bias_sign', M, "yes_bias=_div(n_yes - pos, n)", "yes_bias=_div(pos - n_yes, n)", pytest=('tests/test_relabel.py',), why='yes-bias of the wrong sign'),
+    Mutant('repope_order', R, "return 'yes' if 'yes' in t else 'no' if 'no' in t or 'not' in t else 'unknown'",
+           "return 'no' if 'no' in t or 'not' in t else 'yes' if 'yes' in t else 'unknown'", pytest=('tests/test_relabel.py',),
+           why="RePOPE tests no before yes"),
+    Mutant('relabel_contradiction', 'nbs/benchmarks/04d_relabel.ipynb', "if k in seen and seen[k][0] != norm(r['label']):", "if False:",
+           pytest=('tests/test_relabel.py',), why='a question with two labels accepted'),
     # readouts: text rule, missing logits, schema, logits check, ties, registry
     Mutant('vlmeval_both', R, "return 'yes' if y and not n else 'no' if n and not y else 'unknown'",
            "return 'yes' if y else 'no' if n else 'unknown'", (R,), why='"yes and no" read as yes'),
