@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
-                             split_from_name, one_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
+                             split_from_name, one_split, pope_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
 from . import readouts, amber
 from .readouts import Record, READOUTS, applicable, SCHEMA, SCOPED, readout
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
@@ -21,12 +21,12 @@ from .readers import (TABLE_SUFFIXES, read_table, JoinCheck, answer_text, lmms_o
 
 # %% auto #0
 __all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'detect_kind', 'read_llava_answers',
-           'pope_split', 'lmms_task_split', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record',
-           'read_records', 'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers',
-           'mme_rule', 'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts',
-           'predictions', 'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary',
-           'write_lmms_log', 'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions',
-           'score_summary', 'summary_text', 'summary_json']
+           'lmms_task_split', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
+           'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'mme_rule',
+           'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions',
+           'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
+           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions', 'score_summary',
+           'summary_text', 'summary_json']
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
 # the answer-file kinds `load_answers` reads
@@ -130,12 +130,6 @@ def read_llava_answers(path:str|os.PathLike, # a LLaVA answer file (JSON Lines)
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #1396b67d
 LMMS_TASKS = {'pope_adv': 'adversarial', 'pope_pop': 'popular', 'pope_random': 'random'}   # lmms-eval's per-split POPE tasks
-
-def pope_split(v, file=None, line=None, field='split') -> str:
-    "A POPE split as a tool's log names it: one of `SPLITS` (a category of another benchmark, or a misspelt split, is refused, never scored as a split of its own)."
-    s = one_split(v, file, line, field)
-    if s not in SPLITS: raise InputError(f'{s!r} is not a POPE split ({", ".join(SPLITS)}): these answers are not POPE\'s, or the split is misspelt', file, line, field)
-    return s
 
 def lmms_task_split(path) -> str|None:
     "The split an lmms-eval log's file name names through its task (`…_samples_pope_adv.jsonl` → `adversarial`), if any."
