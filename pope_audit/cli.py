@@ -76,8 +76,9 @@ def _answers(a, path, names=None):
     rec = None if isinstance(path, list) else Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
     if (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and rec.is_file() and rec.stat().st_size > STREAM_BYTES
             and (a.kind or detect_kind(path)) == 'records'):
-        return stream_answers(path, names, a.ties)         # flat memory for large runs
-    ans = load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
+        ans = stream_answers(path, names, a.ties)          # flat memory for large runs
+        ans.files = [(rec, list(ans.preds.split))]
+    else: ans = load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
     if not getattr(a, 'per_benchmark', False):
         from pope_audit.benchmarks import one_benchmark
         one_benchmark(ans.files)                       # several benchmarks' answers pooled into one figure: refused, each file's named
@@ -483,7 +484,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
     s = add('score', cmd_score, 'score answer files or records under every applicable readout')
-    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, scored as one run: ' + '; '.join(LAYOUTS))
+    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, of one benchmark, scored as one run: ' + '; '.join(LAYOUTS))
     answers(s)
     s.add_argument('--readouts', help=f"comma-separated readout names ({readout_names}), or a predictions table's columns (default: all that apply)")
     s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
