@@ -253,6 +253,9 @@ def cmd_run(a):
     apply_threads(cfg)      # --threads, else OMP_NUM_THREADS, else the free usable cores: before torch starts its pool
     from pope_audit.benchmarks import benchmark_inputs
     questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)   # POPE's sources as given; MME's table and images
+    if cfg.processes > 1 and int(os.environ.get('WORLD_SIZE', cfg.processes)) != cfg.processes:   # world_env has checked it is a number
+        raise InputError(f"--processes {cfg.processes}, but a launcher started {os.environ['WORLD_SIZE']} (WORLD_SIZE): let pope-audit start the "
+                         'processes (no launcher), or leave their number to the launcher', field='processes')
     if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
         from pope_audit.parallel import launch
         from pope_audit.runconfig import RunFolder

@@ -238,7 +238,7 @@ def cache_path() -> Path:
     v = os.environ.get(CACHE_ENV)
     if v is None: return Path.home()/'.cache'/'pope_audit'
     if not v.strip(): raise InputError(f'{CACHE_ENV} is set but empty: unset it (the cache is then ~/.cache/pope_audit) or name a folder', field=CACHE_ENV)
-    return output_path(v, what=f'cache folder ({CACHE_ENV})', field=CACHE_ENV, folder=True)
+    return output_path(os.path.expanduser(v), what=f'cache folder ({CACHE_ENV})', field=CACHE_ENV, folder=True)
 
 # %% ../nbs/foundation/00_core.ipynb #5dfe79b0
 def jsonable(o, # anything `json.dumps` takes, possibly holding NaN or numpy scalars

@@ -280,7 +280,13 @@ def _numbered(rows, path) -> list[int]:
         if core in asked: raise InputError(f'image {img!r} of {t} is asked the same question again (first on line {asked[core]}): a repeated row would shift MME\'s pairs', path, line, 'question')
         if len(asked) == 2: raise InputError(f'image {img!r} has a third question in {t} (first on line {min(asked.values())}): MME asks two per image', path, line, 'image')
         ids.append(first + len(asked)); asked[core] = line
+    _no_lone_image({k: list(a.values()) for k, (_, a) in seen.items()}, path)
     return ids
+
+def _no_lone_image(lines:dict, path):
+    "Refuse an image answered once (`lines`: (subtask, image) -> the lines answering it): acc+ scores an image's two questions together."
+    if lone := next(((t, img, ls[0]) for (t, img), ls in lines.items() if len(ls) == 1), None):
+        raise InputError(f'image {lone[1]!r} of {lone[0]} is answered once: MME asks two questions of each image, and acc+ scores them together', path, lone[2], 'image')
 
 def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a VLMEvalKit table of MME
                  kind:str, # 'lmms-eval' or 'vlmevalkit'
@@ -306,4 +312,7 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
         used[t, hit.question_id] = line
         check(hit, line, text=q, label=lab, fields=('question', 'image', 'answer'))
         out.append(Record(t, hit.question_id, hit.image, hit.question, lab, source=f'{kind}/mme', text=resp))
+    by_image = {}
+    for r, (line, *_) in zip(out, rows): by_image.setdefault((r.split, r.image), []).append(line)
+    _no_lone_image(by_image, path)
     return out

@@ -34,7 +34,8 @@ def world_env() -> tuple[int, int]:
         (v, n), = got.items()
         raise InputError(f'{v}={n} is set without {"WORLD_SIZE" if v == "RANK" else "RANK"}: a launcher sets both; unset it, or let pope-audit run --processes N start the processes', field=v)
     rank, size = got.get('RANK', 0), got.get('WORLD_SIZE', 1)
-    if not rank < size: raise InputError(f'RANK={rank} with WORLD_SIZE={size}: a rank is below the number of processes', field='RANK')
+    if size < 1: raise InputError('WORLD_SIZE=0: a run has at least one process', field='WORLD_SIZE')
+    if not rank < size: raise InputError(f'RANK={rank} with WORLD_SIZE={size}: a rank must be below the number of processes', field='RANK')
     port = env.get('MASTER_PORT', '').strip()
     if size > 1 and not (env.get('MASTER_ADDR', '').strip() and port.isdigit() and 0 < int(port) < 65536):
         raise InputError(f'WORLD_SIZE={size} without a launcher (MASTER_ADDR and a MASTER_PORT number, which torchrun sets, are missing): '
