@@ -339,6 +339,7 @@ MME_ROWS = [dict(index=i, question=d['question'], answer=d['answer'], prediction
     (MME_ROWS[:2] + MME_ROWS[1:2] + MME_ROWS[2:], "MME_model.tsv:4: field 'question': image 'existence/a.jpg' of existence is asked the same question again (first on line 3)"),
     (MME_ROWS[:2] + [dict(MME_ROWS[0], question='Is there a fox in this image?')] + MME_ROWS[2:], "MME_model.tsv:4: field 'image': image 'existence/a.jpg' has a third question"),
     ([dict(r, image_path='') if i == 2 else r for i, r in enumerate(MME_ROWS)], "MME_model.tsv:4: field 'image_path': missing value"),
+    (MME_ROWS[:3], "MME_model.tsv:4: field 'image': image 'existence/b.jpg' of existence is answered once"),
 ])
 def test_mme_table_pairs_by_image(tmp_path, capsys, rows, message):
     "An MME table without its image column, or with a row repeated, shifted every later pair (Perception moved, exit 0)."
