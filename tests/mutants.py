@@ -11,7 +11,7 @@ the mutant's checks in the copy: `nbdev_test --path nbs/...` for the notebooks a
 with the copy first on `PYTHONPATH`. An unmutated copy is checked first (it must pass, or the table means nothing).
 It prints `mutant | killed/SURVIVED | by` and exits with status 1 if any mutant survives. `--first` stops each
 mutant's checks at the first that fails (faster; `by` then names only that one). Not collected by pytest (no
-`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes).
+`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes), and about 9 more for the nineteen of issue 41 (`--first`: 8 minutes with the baseline, at load 5-7).
 """
 from __future__ import annotations
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -105,6 +105,8 @@ MUTANTS = [
      "for c in ('question', 'answer', 'prediction', 'category'):", 'test_mme_table_pairs_by_image', "an MME table without image_path read anyway"),
     ('mme_same_question', 'benchmarks/01c_mme', 'if core in asked: raise', 'if False: raise', 'test_mme_table_pairs_by_image',
      'a repeated row of an MME log pairs with itself'),
+    ('mme_lone_image', 'benchmarks/01c_mme', 'for (t, img), ls in lines.items() if len(ls) == 1)', 'for (t, img), ls in lines.items() if len(ls) == 0)',
+     'test_mme_table_pairs_by_image', "an image answered once counted in acc+'s images"),
     ('amber_table_as_pope', 'benchmarks/01d_amber', "if 'category' not in df.columns or not len(df)",
      "if 'image_path' not in df.columns or 'category' not in df.columns or not len(df)", 'test_amber_table_missing_a_column',
      "an AMBER table without image_path handed to the POPE reader"),
