@@ -12,10 +12,10 @@ warnings.filterwarnings('ignore', message='IProgress not found')   # tqdm.auto i
 
 # %% auto #0
 __all__ = ['STDOUT_NAMES', 'CACHE_ENV', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir',
-           'input_file', 'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'decision_columns',
-           'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file', 'output_path',
-           'cache_path', 'jsonable', 'dumps_strict', 'set_logging', 'quiet_libraries', 'tilde', 'note', 'LineProgress',
-           'progress']
+           'input_file', 'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'first_item',
+           'decision_columns', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file',
+           'output_path', 'cache_path', 'jsonable', 'dumps_strict', 'set_logging', 'quiet_libraries', 'tilde', 'note',
+           'LineProgress', 'progress']
 
 # %% ../nbs/foundation/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -126,6 +126,10 @@ def json_list(path:str|os.PathLike, # a file that may be a benchmark's JSON ques
     try: doc = json.loads(p.read_bytes().decode('utf-8-sig'))
     except (ValueError, OSError): return None
     return doc if isinstance(doc, list) and doc else None
+
+def first_item(path:str|os.PathLike) -> object|None:
+    "The first item, null aside, of the non-empty JSON list a `.json` file holds (`json_list`), else None: what tells one benchmark's answer list from another's."
+    return next((o for o in json_list(path) or [] if o is not None), None)
 
 
 # %% ../nbs/foundation/00_core.ipynb #02938c68

@@ -8,7 +8,7 @@ import io, json, os
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, json_list, decision_columns
+from .core import InputError, input_file, json_list, first_item, decision_columns
 from .data import question_table
 from .amber import _json_list
 
@@ -126,8 +126,7 @@ def _records(rows, path, questions, splits, check, judge, source='hallusionbench
 
 def is_hallusion_answers(path) -> bool:
     "Is `path` a JSON list whose first item (null aside) is a HallusionBench row carrying `model_prediction`? The reader checks every item."
-    doc = json_list(path)
-    o = next((o for o in doc or [] if o is not None), None)
+    o = first_item(path)
     return isinstance(o, dict) and {*HALLUSION_KEY, 'model_prediction'} <= set(o)
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #5b0ec12f
@@ -222,11 +221,10 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
                          check=None, # a `scoring.JoinCheck` collecting the pairing checks
                         ) -> list|None:
     "Records from VLMEvalKit's HallusionBench table (set, figure and question from `index` parts 3-5, as its Hallusion_rating reads them), or None if the table is not HallusionBench's."
-    from pope_audit.readers import read_table, answer_text
+    from pope_audit.readers import read_table, need_columns, answer_text
     df, lines = read_table(path)
     if 'category' not in df.columns or not len(df) or str(df.category.iloc[0]) not in HALLUSION_CATEGORIES: return None
-    for c in ('index', 'prediction', 'l2-category', 'answer'):     # HallusionBench's by its category: a column it lacks is refused, never read as POPE's
-        if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})', path, field=c)
+    need_columns(df, ('index', 'prediction', 'l2-category', 'answer'), path)     # HallusionBench's by its category: a column it lacks is refused, never read as POPE's
     rows, places = [], []
     col = dict(subcategory='l2-category', set_id='index', figure_id='index', question_id='index', gt_answer='answer', model_prediction='prediction')
     for line, r in zip(lines, df.to_dict('records')):

@@ -242,7 +242,7 @@ def calculation_text(scores:pd.DataFrame, readout:str) -> str:
 # %% ../nbs/benchmarks/01c_mme.ipynb #e7a4f21e
 def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
     "`(line, subtask, image, question, label, response)` per answer of an MME log, or None if the log is not about MME."
-    from pope_audit.readers import read_table, answer_text, _first_text, lmms_objects
+    from pope_audit.readers import read_table, need_columns, answer_text, _first_text, lmms_objects
     out = []
     if kind == 'lmms-eval':
         for line, o in lmms_objects(path)[1]:           # every layout: 0.2.0's {task}.json with a logs list, and JSON Lines
@@ -258,9 +258,8 @@ def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
     else:
         df, lines = read_table(path)
         if 'category' not in df.columns or not len(df) or str(df.category.iloc[0]) not in MME_SUBTASKS: return None
-        for c in ('question', 'answer', 'prediction', 'category', 'image_path'):
-            if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})' + (": MME pairs an image's two "
-                                                     'questions by it, as VLMEvalKit\'s MME_rating does' if c == 'image_path' else ''), path, field=c)
+        need_columns(df, ('question', 'answer', 'prediction', 'category', 'image_path'), path,
+                     {'image_path': "MME pairs an image's two questions by it, as VLMEvalKit's MME_rating does"})
         for i, r in zip(lines, df.to_dict('records')):
             if not str(r['image_path']).strip(): raise InputError('missing value', path, i, 'image_path')
             out.append((i, str(r['category']), str(r['image_path']), str(r['question']),

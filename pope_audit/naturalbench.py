@@ -8,7 +8,7 @@ import json, os, re
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, json_list, decision_columns
+from .core import InputError, input_file, json_list, first_item, decision_columns
 from .data import question_table
 from .amber import _json_list
 
@@ -95,8 +95,7 @@ def read_naturalbench_answers(path:str|os.PathLike, # a JSON list of responses, 
 
 def is_naturalbench_answers(path) -> bool:
     "Is `path` a JSON list whose first item (null aside) is a string (NaturalBench's `output_file`)? The reader checks every item."
-    doc = json_list(path)
-    return isinstance(next((o for o in doc or [] if o is not None), None), str)
+    return isinstance(first_item(path), str)
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #c33aea52
 def naturalbench_groups(preds:pd.DataFrame, name:str) -> pd.DataFrame:
@@ -221,12 +220,11 @@ def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of
                            ) -> list|None:
     "Records from VLMEvalKit's NaturalBench table (rows in index order, four per 2x2 group), yes/no items only; None if the table is not NaturalBench's."
     from pope_audit.readouts import Record
-    from pope_audit.readers import read_table, answer_text, JoinCheck
+    from pope_audit.readers import read_table, need_columns, answer_text, JoinCheck
     from pope_audit.data import norm_label, norm_qid
     df, lines = read_table(path)
     if 'type' not in df.columns or not len(df) or str(df['type'].iloc[0]) not in NATURALBENCH_TYPES: return None
-    for c in ('index', 'question', 'answer', 'prediction'):    # NaturalBench's by its type column: a column it lacks is refused, never read as POPE's
-        if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})', path, field=c)
+    need_columns(df, ('index', 'question', 'answer', 'prediction'), path)    # NaturalBench's by its type column: a column it lacks is refused, never read as POPE's
     rows, seen = [], {}
     for line, r in zip(lines, df.to_dict('records')):
         k = norm_qid(r['index'])
