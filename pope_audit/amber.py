@@ -8,7 +8,7 @@ import io, json, os
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, decision_columns
+from .core import InputError, input_file, first_item, decision_columns
 from .data import question_table
 
 # %% auto #0
@@ -131,10 +131,9 @@ def read_amber_responses(path:str|os.PathLike, # AMBER's response JSON: a list o
     return out
 
 def is_amber_responses(path) -> bool:
-    "Is `path` a JSON list of objects each with `id` and `response` (AMBER's response file)?"
-    try: doc = json.loads(Path(path).read_bytes().decode('utf-8-sig'))
-    except (ValueError, OSError): return False
-    return isinstance(doc, list) and bool(doc) and all(isinstance(o, dict) and {'id', 'response'} <= set(o) for o in doc[:50])
+    "Is `path` a JSON list whose first item (null aside) is an object with `id` and `response` (AMBER's response file)? The reader checks every item."
+    o = first_item(path)
+    return isinstance(o, dict) and {'id', 'response'} <= set(o)
 
 # %% ../nbs/benchmarks/01d_amber.ipynb #4c86b9f0
 def _counts(g, n) -> dict:
@@ -211,11 +210,12 @@ def read_amber_table(path:str|os.PathLike, # a VLMEvalKit result table of AMBER
                     ) -> list|None:
     "Records from VLMEvalKit's AMBER table (category an AMBER type string), joined by image and question words; None if the table is not AMBER's."
     from pope_audit.readouts import Record
-    from pope_audit.readers import read_table, answer_text, JoinCheck, _pair_key
+    from pope_audit.readers import read_table, need_columns, answer_text, JoinCheck, _pair_key
     from pope_audit.data import norm_label, norm_qid
     df, lines = read_table(path)
-    if not {'index', 'question', 'answer', 'category', 'image_path', 'prediction'} <= set(df.columns) or not len(df) \
-       or str(df.category.iloc[0]) not in (*AMBER_TYPES, 'generative'): return None
+    if 'category' not in df.columns or not len(df) or str(df.category.iloc[0]) not in (*AMBER_TYPES, 'generative'): return None
+    need_columns(df, ('index', 'question', 'answer', 'image_path', 'prediction'), path,   # AMBER's by its category: a column it lacks is refused, never read as POPE's
+                 {'image_path': "VLMEvalKit's AMBER table names each row's image, by which its rows are joined to AMBER's questions"})
     by_pair, used, out = {}, {}, []
     if questions is not None:
         check = check if check is not None else JoinCheck(questions, path)

@@ -14,8 +14,8 @@ from . import data, mme, amber, naturalbench, hallusionbench
 import pope_audit.scoring   # registers each benchmark's official rule as a readout
 
 # %% auto #0
-__all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'mme_section',
-           'benchmark_scores']
+__all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'benchmark_groups',
+           'one_benchmark', 'mme_section', 'benchmark_scores']
 
 # %% ../nbs/benchmarks/01b_benchmarks.ipynb #7298765d
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ register(Benchmark(
          image_source='COCO image name', image='the image', category='the split')),
     _pope_load, data.read_hf_pope, lambda folder: folder, _pope_detect,
     groups='splits (adversarial, popular, random)', pairs=None, dimensions={},
-    rule='pope_parse', metrics='accuracy, precision, recall, F1, yes ratio per split', headline=_pope_headline));
+    rule='pope_parse', metrics='accuracy, precision, recall, F1, yes ratio per split', headline=_pope_headline, group_names=data.SPLITS));
 
 register(Benchmark(
     'mme', 'MME (Fu et al., 2023)', "the eval tool's 14 subtask files, image<TAB>question<TAB>answer",
@@ -170,6 +170,30 @@ def benchmark_inputs(name:str|None, # `--benchmark`, or None to detect
     if b.name == 'pope': return sources, images
     q, ds_images = b.load(sources, labels, splits)
     return q, (ds_images if images is None else b.images(images))
+
+# %% ../nbs/benchmarks/01b_benchmarks.ipynb #ad33aba5
+def _name(b:str) -> str: return BENCHMARKS[b].title.split(' (')[0]
+
+def benchmark_groups(splits) -> dict[str, list[str]]:
+    "`{benchmark name: its groups among splits}`, in order of first appearance (a group no benchmark names is POPE's)."
+    out = {}
+    for s in dict.fromkeys(splits): out.setdefault(benchmark_of([s]).name, []).append(s)
+    return out
+
+def one_benchmark(files, # (file, the split of each of its answers), per file read: `scoring.Answers.files`
+                 ) -> Benchmark:
+    "The one benchmark whose answers `files` hold; answers of several benchmarks given together are refused in one line naming each file's benchmark."
+    by = {}
+    for f, splits in files:
+        g = benchmark_groups(splits)
+        if len(g) > 1: raise InputError('this file holds answers of several benchmarks (' + '; '.join(f'{_name(b)}: {", ".join(ss[:4])}' for b, ss in g.items())
+                                        + '): a scored run is one benchmark', f, field='split')
+        if g: by.setdefault(next(iter(g)), []).append(str(f))
+    if len(by) > 1:
+        each = '; '.join(f'{_name(b)}: {", ".join(fs[:3])}' + (f' and {len(fs) - 3} more' if len(fs) > 3 else '') for b, fs in by.items())
+        raise InputError(f'answers of several benchmarks given together ({each}): a scored run is one benchmark; score each on its own, '
+                         'or give score --per-benchmark to score each as its own section, nothing pooled across them', field='answers')
+    return BENCHMARKS[next(iter(by), 'pope')]
 
 # %% ../nbs/benchmarks/01b_benchmarks.ipynb #1d85dbc8
 def _f2(v): return f'{v:.2f}'

@@ -11,7 +11,8 @@ from .core import InputError, dumps_strict, note, set_logging
 # %% auto #0
 __all__ = ['RUN_FLAGS', 'parse_ids', 'probe_setup', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv',
            'read_config', 'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads',
-           'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'main']
+           'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path',
+           'check_environment', 'main']
 
 # %% ../nbs/interface/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -75,8 +76,28 @@ def _answers(a, path, names=None):
     rec = None if isinstance(path, list) else Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
     if (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and not getattr(a, 'relabel', None) and rec.is_file() and rec.stat().st_size > STREAM_BYTES
             and (a.kind or detect_kind(path)) == 'records'):
-        return stream_answers(path, names, a.ties)         # flat memory for large runs
-    return load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
+        ans = stream_answers(path, names, a.ties)          # flat memory for large runs
+        ans.files = [(rec, list(ans.preds.split))]
+    else: ans = load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
+    if not getattr(a, 'per_benchmark', False):
+        from pope_audit.benchmarks import one_benchmark
+        one_benchmark(ans.files)                       # several benchmarks' answers pooled into one figure: refused, each file's named
+    return ans
+
+def _benchmark_parts(ans) -> list[tuple[str, 'Answers']]:
+    "`ans` cut into one part per benchmark its answers belong to (`score --per-benchmark`), each with its own files, pairings and notes."
+    import copy
+    from pope_audit.benchmarks import benchmark_groups
+    out = []
+    for b, groups in benchmark_groups(ans.splits).items():
+        keep, chk = set(groups), copy.copy(ans.check)
+        if chk is not None: chk.counts = {s: c for s, c in ans.check.counts.items() if s in keep}
+        files = [(f, ss) for f, ss in ans.files if keep & set(ss)]
+        out.append((b, dataclasses.replace(ans, check=chk, files=files, notes=[n for n in ans.notes if any(n.startswith(f'{f}:') for f, _ in files)],
+            records=None if ans.records is None else [r for r in ans.records if r.split in keep],
+            preds=None if ans.preds is None else ans.preds[ans.preds.split.isin(keep)].reset_index(drop=True),
+            questions=None if ans.questions is None else ans.questions[ans.questions.split.isin(keep)])))
+    return out
 
 def cmd_score(a):
     "`pope-audit score`: answer files or records scored under every applicable readout."
@@ -86,15 +107,26 @@ def cmd_score(a):
     if a.out: out_path(Path(a.out)/'scores.csv', folder=False, reads=_named_files(a, outputs=False))
     names = _names(a.readouts)
     ans = _answers(a, a.answers[0] if len(a.answers) == 1 else a.answers, names)
-    sm = score_summary(ans, names, a.unknown, _pairs(a.pairs), a.boot, a.ties, a.resample, a.relabel)
     from pope_audit.benchmarks import benchmark_scores
-    bdoc, btext = benchmark_scores(ans, names, a.ties)          # the benchmark's own scores (MME's), and its name
-    doc = {**whole_counts(summary_json(sm)), **bdoc, 'run': sts[0] if len(sts) == 1 else sts}
+    secs = []
+    for b, part in (_benchmark_parts(ans) if a.per_benchmark else [(None, ans)]):
+        sm = score_summary(part, names, a.unknown, _pairs(a.pairs), a.boot, a.ties, a.resample, a.relabel)
+        bdoc, btext = benchmark_scores(part, names, a.ties)          # the benchmark's own scores (MME's), and its name
+        secs.append((part, sm, {**whole_counts(summary_json(sm)), **bdoc}, btext))
+    run = sts[0] if len(sts) == 1 else sts
+    if a.per_benchmark:
+        import pandas as pd
+        doc = dict(per_benchmark=[dict(files=[str(f) for f, _ in p.files], **d) for p, _, d, _ in secs], run=run)
+        scores = pd.concat([sm['scores'].assign(benchmark=d['benchmark']) for _, sm, d, _ in secs], ignore_index=True)
+        scores = scores[['benchmark', *scores.columns[:-1]]]
+    else: doc, scores = {**secs[0][2], 'run': run}, secs[0][1]['scores']
     for text in filter(None, map(status_text, sts)): (note if a.json else print)(text)
-    if a.out: note(f'results: {write_results(doc, sm["scores"], a, a.out)}')
+    if a.out: note(f'results: {write_results(doc, scores, a, a.out)}')
     if a.json: return doc
-    print(summary_text(sm, title=f'{" ".join(a.answers)} ({ans.kind})'))
-    if btext: print('\n' + btext)
+    for part, sm, d, btext in secs:
+        what = f'{" ".join(str(f) for f, _ in part.files)} ({part.kind}; benchmark {d["benchmark"]})' if a.per_benchmark else f'{" ".join(a.answers)} ({ans.kind})'
+        print(('\n' if part is not secs[0][0] else '') + summary_text(sm, title=what))
+        if btext: print('\n' + btext)
 
 def whole_counts(doc:dict) -> dict:
     "`doc` with the count fields of its score rows as integers (3000, not 3000.0)."
@@ -221,6 +253,9 @@ def cmd_run(a):
     apply_threads(cfg)      # --threads, else OMP_NUM_THREADS, else the free usable cores: before torch starts its pool
     from pope_audit.benchmarks import benchmark_inputs
     questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)   # POPE's sources as given; MME's table and images
+    if cfg.processes > 1 and int(os.environ.get('WORLD_SIZE', cfg.processes)) != cfg.processes:   # world_env has checked it is a number
+        raise InputError(f"--processes {cfg.processes}, but a launcher started {os.environ['WORLD_SIZE']} (WORLD_SIZE): let pope-audit start the "
+                         'processes (no launcher), or leave their number to the launcher', field='processes')
     if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
         from pope_audit.parallel import launch
         from pope_audit.runconfig import RunFolder
@@ -452,7 +487,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
     s = add('score', cmd_score, 'score answer files or records under every applicable readout')
-    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, scored as one run: ' + '; '.join(LAYOUTS))
+    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, of one benchmark, scored as one run: ' + '; '.join(LAYOUTS))
     answers(s)
     s.add_argument('--readouts', help=f"comma-separated readout names ({readout_names}), or a predictions table's columns (default: all that apply)")
     s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
@@ -461,6 +496,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--resample', choices=list(RESAMPLE), default='images', help='what the intervals resample: whole images (all questions of an image together) or single questions')
     s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
     s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder (made if missing; a scores.csv there is replaced)')
+    s.add_argument('--per-benchmark', action='store_true', help="answers of several benchmarks given together: score each benchmark as its own section, "
+                   'nothing pooled across them (without it they are refused)')
 
     s = add('run', cmd_run, 'run a VLM on POPE and write per-question records')
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
@@ -587,8 +624,27 @@ def _log_file(path:str, reads=()) -> Path:
     except OSError as e: raise InputError(f'cannot write the log file ({e.strerror})', p, field='log-file') from None
     return p
 
+def check_environment():
+    "The environment variables pope-audit reads, checked before a command writes anything: the cache folder, the launcher's rank and size, the fault points."
+    from pope_audit.core import cache_path
+    from pope_audit.parallel import world_env, fault_points
+    cache_path(); world_env(); fault_points()
+
+def _output_closed():
+    "Standard output (or error) closed early, as by `pope-audit … | head -1`: leave without a word, with the status a pipe's writer gets (141: SIGPIPE)."
+    import signal
+    null = os.open(os.devnull, os.O_WRONLY)
+    for f in (sys.stdout, sys.stderr):            # what is still buffered for them goes nowhere, and Python's exit says nothing
+        try: os.dup2(null, f.fileno())
+        except (OSError, ValueError): pass
+    sys.exit(128 + signal.SIGPIPE)
+
 def main(argv=None):
     "Entry point of the `pope-audit` console script."
+    try: _main(argv)
+    except BrokenPipeError: _output_closed()
+
+def _main(argv=None):
     p = parser()
     argv = sys.argv[1:] if argv is None else [str(x) for x in argv]
     a = p.parse_args(argv)
@@ -596,6 +652,7 @@ def main(argv=None):
     if a.cmd is None: p.print_help(); return
     set_logging(a.quiet, a.verbose, a.log_file)
     try:
+        check_environment()                         # before the log file, --out or anything else is written
         if a.log_file: _log_file(a.log_file, _named_files(a))
         if getattr(a, 'out', None): out_path(a.out, folder=a.cmd != 'export', run=a.cmd == 'run')    # before any work: a bad --out wastes no run
         res = a.fn(a)
@@ -607,5 +664,6 @@ def main(argv=None):
         print(f'pope-audit {a.cmd}: error: {e.filename + ": " if e.filename else ""}cannot write an output ({e.strerror})', file=sys.stderr)
         sys.exit(2)
     if a.json and res is not None: print(dumps_strict(res, indent=1))
+    sys.stdout.flush()                              # a closed pipe shows here, inside `main`, not as a traceback at exit
 
 if __name__ == '__main__' and '__file__' in globals(): main()   # python -m pope_audit.cli (a notebook has no __file__)

@@ -11,10 +11,11 @@ import warnings
 warnings.filterwarnings('ignore', message='IProgress not found')   # tqdm.auto in a notebook without ipywidgets: it falls back to a text bar, and its warning says only that
 
 # %% auto #0
-__all__ = ['STDOUT_NAMES', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir', 'input_file',
-           'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'decision_columns', 'repair_jsonl_tail',
-           'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file', 'output_path', 'jsonable', 'dumps_strict',
-           'set_logging', 'quiet_libraries', 'tilde', 'note', 'LineProgress', 'progress']
+__all__ = ['STDOUT_NAMES', 'CACHE_ENV', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir',
+           'input_file', 'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'first_item',
+           'decision_columns', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file',
+           'output_path', 'cache_path', 'jsonable', 'dumps_strict', 'set_logging', 'quiet_libraries', 'tilde', 'note',
+           'LineProgress', 'progress']
 
 # %% ../nbs/foundation/00_core.ipynb #b0d6bdba
 class InputError(ValueError):
@@ -52,9 +53,11 @@ def shared_dir(required:bool=False) -> Path|None:
     return None
 
 def cache_dir() -> Path:
-    "Where converted tokenizers and similar caches go: `$POPE_AUDIT_CACHE`, else `~/.cache/pope_audit`."
-    p = Path(os.environ.get('POPE_AUDIT_CACHE', Path.home()/'.cache'/'pope_audit'))
-    p.mkdir(parents=True, exist_ok=True)
+    "Where converted tokenizers and similar caches go: `$POPE_AUDIT_CACHE`, else `~/.cache/pope_audit`; made if missing (`cache_path` checks it first)."
+    p = cache_path()
+    try: p.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise InputError(f'cannot make the cache folder ({e.strerror}): set {CACHE_ENV} to a folder you can write', p, field=CACHE_ENV) from None
+    if not os.access(p, os.W_OK | os.X_OK): raise InputError(f'the cache folder is not writable: set {CACHE_ENV} to a folder you can write', p, field=CACHE_ENV)
     return p
 
 # %% ../nbs/foundation/00_core.ipynb #722d358a
@@ -123,6 +126,10 @@ def json_list(path:str|os.PathLike, # a file that may be a benchmark's JSON ques
     try: doc = json.loads(p.read_bytes().decode('utf-8-sig'))
     except (ValueError, OSError): return None
     return doc if isinstance(doc, list) and doc else None
+
+def first_item(path:str|os.PathLike) -> object|None:
+    "The first item, null aside, of the non-empty JSON list a `.json` file holds (`json_list`), else None: what tells one benchmark's answer list from another's."
+    return next((o for o in json_list(path) or [] if o is not None), None)
 
 
 # %% ../nbs/foundation/00_core.ipynb #02938c68
@@ -225,6 +232,17 @@ def output_path(path:str|os.PathLike, # what a command is about to write
     if st.f_blocks == 0: _refuse(what, 'is on a file system that stores no files (such as /proc or /sys)', p, field)
     if st.f_bavail == 0: _refuse(what, 'is on a full file system (no space left)', p, field)
     return p
+
+# %% ../nbs/foundation/00_core.ipynb #4204d7da
+# the environment variable naming the cache folder
+CACHE_ENV = 'POPE_AUDIT_CACHE'
+
+def cache_path() -> Path:
+    "The cache folder `cache_dir` uses, checked and not made: `$POPE_AUDIT_CACHE` (a folder one can write, or make), else `~/.cache/pope_audit`."
+    v = os.environ.get(CACHE_ENV)
+    if v is None: return Path.home()/'.cache'/'pope_audit'
+    if not v.strip(): raise InputError(f'{CACHE_ENV} is set but empty: unset it (the cache is then ~/.cache/pope_audit) or name a folder', field=CACHE_ENV)
+    return output_path(os.path.expanduser(v), what=f'cache folder ({CACHE_ENV})', field=CACHE_ENV, folder=True)
 
 # %% ../nbs/foundation/00_core.ipynb #5dfe79b0
 def jsonable(o, # anything `json.dumps` takes, possibly holding NaN or numpy scalars

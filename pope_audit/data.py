@@ -13,10 +13,11 @@ from .core import InputError, need, read_jsonl, input_file, quiet_libraries
 
 # %% auto #0
 __all__ = ['SPLITS', 'COLUMNS', 'INSTRUCTION_SUFFIXES', 'KNOWN_WORDINGS', 'LLAVA_ID_BLOCK', 'LLAVA_BLOCKS', 'KNOWN_VERSIONS',
-           'KNOWN_ID_LABELS', 'norm_qid', 'checked_qid', 'norm_label', 'split_from_name', 'one_split', 'read_objects',
-           'need_str', 'question_table', 'read_pope_file', 'read_pope_files', 'question_core', 'question_object',
-           'question_match', 'llava_key', 'read_llava_questions', 'DatasetImages', 'read_hf_pope', 'hf_pope_like',
-           'ImageFolder', 'split_digest', 'id_label_digest', 'fingerprint', 'load_questions', 'select_splits']
+           'KNOWN_ID_LABELS', 'norm_qid', 'checked_qid', 'norm_label', 'split_from_name', 'one_split', 'pope_split',
+           'read_objects', 'need_str', 'question_table', 'read_pope_file', 'read_pope_files', 'question_core',
+           'question_object', 'question_match', 'llava_key', 'read_llava_questions', 'DatasetImages', 'read_hf_pope',
+           'hf_pope_like', 'ImageFolder', 'split_digest', 'id_label_digest', 'fingerprint', 'load_questions',
+           'select_splits']
 
 # %% ../nbs/foundation/01_data.ipynb #820fa62d
 # POPE's three splits
@@ -54,6 +55,12 @@ def one_split(v, file=None, line=None, field='split') -> str:
     if len([p for p in s.split(',') if p.strip()]) > 1:
         raise InputError(f'{s!r} names several splits, not one (a VLMEvalKit table lists them in its category column: '
                          'read it as a vlmevalkit table)', file, line, field)
+    return s
+
+def pope_split(v, file=None, line=None, field='split') -> str:
+    "A POPE split where a file names it (a tool's log, the hub's category): one of `SPLITS`, never another benchmark's group or a misspelling taken as a split of its own."
+    s = one_split(v, file, line, field)
+    if s not in SPLITS: raise InputError(f'{s!r} is not a POPE split ({", ".join(SPLITS)}): these answers are not POPE\'s, or the split is misspelt', file, line, field)
     return s
 
 # %% ../nbs/foundation/01_data.ipynb #618580dc
@@ -229,7 +236,7 @@ def read_hf_pope(source='lmms-lab/POPE', split:str='test') -> tuple[pd.DataFrame
     for c in cols + ['image']:
         if c not in ds.column_names: raise InputError(f'dataset lacks column {c!r} (has {ds.column_names})', name, field=c)
     meta = ds.select_columns(cols).to_list()
-    df = question_table((dict(split=r['category'], question_id=r['question_id'], image=r['image_source'],
+    df = question_table((dict(split=pope_split(r['category'], name, i + 1, 'category'), question_id=r['question_id'], image=r['image_source'],
                               question=r['question'], label=r['answer'], _line=i + 1) for i, r in enumerate(meta)), name)
     return df, DatasetImages(ds)
 

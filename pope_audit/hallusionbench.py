@@ -8,14 +8,15 @@ import io, json, os
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, json_list, decision_columns
+from .core import InputError, input_file, json_list, first_item, decision_columns
 from .data import question_table
 from .amber import _json_list
 
 # %% auto #0
-__all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_HUB', 'hallusion_verdict', 'hallusion_decision',
-           'is_hallusion_source', 'read_hallusion_questions', 'read_hallusion_answers', 'is_hallusion_answers',
-           'hallusion_scores', 'hallusion_section', 'read_hf_hallusion', 'read_hallusion_log', 'read_hallusion_table']
+__all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_CATEGORIES', 'HALLUSION_HUB', 'hallusion_verdict',
+           'hallusion_decision', 'is_hallusion_source', 'read_hallusion_questions', 'read_hallusion_answers',
+           'is_hallusion_answers', 'hallusion_scores', 'hallusion_section', 'read_hf_hallusion', 'read_hallusion_log',
+           'read_hallusion_table']
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #967a0cb8
 HALLUSION_GROUPS = ('hallusion-VD', 'hallusion-VS', 'hallusion-VS-noimage')   # visual dependent; visual supplement with and without its image
@@ -35,18 +36,33 @@ def hallusion_decision(reply:str, label:str) -> str:
     return label if v == 'correct' else {'yes': 'no', 'no': 'yes'}[label] if v == 'incorrect' else 'unknown'
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #aef8d2f1
-def _row_key(o, i, path) -> str:
+# HallusionBench's categories -> their subcategories, as HallusionBench.json has them
+HALLUSION_CATEGORIES = {'VD': ('figure', 'illusion', 'math', 'ocr', 'video'), 'VS': ('chart', 'map', 'ocr', 'table')}
+
+def _place(line=None, prefix:str='', names:dict={}):
+    "Where a row's field is, for errors: `f -> (line, field)`; `names` renames a field (a table's columns), `prefix` locates it (`[5].`, `doc.`)."
+    return lambda f: (line, names.get(f, prefix + f))
+
+def _row_key(o, i, path, at=None) -> str:
+    "A row's key, category/subcategory/set/figure/question, each part checked against HallusionBench's own (`at`: where a field is, default `[i].field`)."
+    at = at or _place(prefix=f'[{i}].')
     for f in HALLUSION_KEY:
-        if o.get(f) is None or str(o[f]).strip() == '': raise InputError('missing field', path, field=f'[{i}].{f}')
+        if o.get(f) is None or str(o[f]).strip() == '': raise InputError('missing field', path, *at(f))
+    c, s = str(o['category']), str(o['subcategory'])
+    if c not in HALLUSION_CATEGORIES: raise InputError(f"category is VD (visual dependent) or VS (visual supplement), got {o['category']!r}", path, *at('category'))
+    if s not in HALLUSION_CATEGORIES[c]:
+        raise InputError(f"{o['subcategory']!r} is not a subcategory of {c} (its subcategories: {', '.join(HALLUSION_CATEGORIES[c])})", path, *at('subcategory'))
+    for f in ('set_id', 'figure_id', 'question_id'):
+        if not str(o[f]).isdigit(): raise InputError(f'{f} is a whole number, got {o[f]!r}', path, *at(f))
     return '/'.join(str(o[f]) for f in HALLUSION_KEY)
 
 def _group(o) -> str:
     if o['category'] == 'VD': return 'hallusion-VD'
     return 'hallusion-VS-noimage' if str(o['figure_id']) == '0' else 'hallusion-VS'
 
-def _label(o, i, path) -> str:
+def _label(o, i, path, at=None) -> str:
     v = str(o.get('gt_answer'))
-    if v not in ('0', '1'): raise InputError(f"gt_answer is '1' (yes) or '0' (no), got {o.get('gt_answer')!r}", path, field=f'[{i}].gt_answer')
+    if v not in ('0', '1'): raise InputError(f"gt_answer is '1' (yes) or '0' (no), got {o.get('gt_answer')!r}", path, *(at or _place(prefix=f'[{i}].'))('gt_answer'))
     return 'yes' if v == '1' else 'no'
 
 def is_hallusion_source(path) -> bool:
@@ -82,35 +98,36 @@ def read_hallusion_answers(path:str|os.PathLike, # HallusionBench's result JSON:
     "Records from HallusionBench's result JSON (`model_prediction` the response; the judge's reply, when present, in `judge`)."
     return _records(_json_list(path, 'HallusionBench result file'), path, questions, splits, check, judge)
 
-def _records(rows, path, questions, splits, check, judge, source='hallusionbench') -> list:
+def _records(rows, path, questions, splits, check, judge, source='hallusionbench', places=None) -> list:
+    "Records from HallusionBench rows; `places`: for each row, where its fields are (`_place`; default: `[i].field` of a JSON list)."
     from pope_audit.readouts import Record
     qs = None if questions is None else {r.question_id: r for r in questions.itertuples(index=False)}
     seen, out = {}, []
     for i, o in enumerate(rows):
-        key, g = _row_key(o, i, path), _group(o)
-        if key in seen: raise InputError(f'question {key} is answered twice (first at [{seen[key]}])', path, field=f'[{i}].question_id')
-        seen[key] = i
+        at = places[i] if places else _place(prefix=f'[{i}].')
+        key, g = _row_key(o, i, path, at), _group(o)
+        if key in seen: raise InputError(f'question {key} is answered twice (first at {seen[key]})', path, *at('question_id'))
+        seen[key] = ':'.join(str(p) for p in at('question_id') if p is not None)
         if g == 'hallusion-VS-noimage' and o.get('filename'):
-            raise InputError(f"question {key} has no image (visual_input 0), but this answer names one: {o['filename']!r}", path, field=f'[{i}].filename')
+            raise InputError(f"question {key} has no image (visual_input 0), but this answer names one: {o['filename']!r}", path, *at('filename'))
         if splits and g == 'hallusion-VS-noimage' and g not in splits:
-            raise InputError(f'an answer to question {key}, which has no image, when only questions with images were asked for ({", ".join(splits)})', path, field=f'[{i}].figure_id')
+            raise InputError(f'an answer to question {key}, which has no image, when only questions with images were asked for ({", ".join(splits)})', path, *at('figure_id'))
         if splits and g not in splits: continue
         resp = o.get('model_prediction')
-        if not isinstance(resp, str): raise InputError(f'model_prediction must be a string, got {type(resp).__name__}', path, field=f'[{i}].model_prediction')
+        if not isinstance(resp, str): raise InputError(f'model_prediction must be a string, got {json.dumps(resp)[:60]}', path, *at('model_prediction'))
         rep = o.get(judge)
-        if rep is not None and not isinstance(rep, str): raise InputError(f"a judge's reply is a string, got {type(rep).__name__}", path, field=f'[{i}].{judge}')
-        label = _label(o, i, path)
+        if rep is not None and not isinstance(rep, str): raise InputError(f"a judge's reply is a string, got {json.dumps(rep)[:60]}", path, *at(judge))
+        label = _label(o, i, path, at)
         if qs is not None:
-            if key not in qs: raise InputError(f'answer to question {key}, which is not in the question set', path, field=f'[{i}].question_id')
-            if check is not None: check(qs[key], f'[{i}]', text=o.get('question'), label=label, fields=(f'[{i}].question', 'filename', f'[{i}].gt_answer'))
+            if key not in qs: raise InputError(f'answer to question {key}, which is not in the question set', path, *at('question_id'))
+            if check is not None: check(qs[key], at('question')[0], text=o.get('question'), label=label, fields=(at('question')[1], at('filename')[1], at('gt_answer')[1]))
         out.append(Record(g, key, str(o.get('filename') or ''), str(o.get('question')), label, source=source, text=resp, judge=rep))
     return out
 
 def is_hallusion_answers(path) -> bool:
-    "Is `path` a JSON list of HallusionBench rows carrying `model_prediction`?"
-    try: doc = json.loads(Path(path).read_bytes().decode('utf-8-sig'))
-    except (ValueError, OSError): return False
-    return isinstance(doc, list) and bool(doc) and all(isinstance(o, dict) and {*HALLUSION_KEY, 'model_prediction'} <= set(o) for o in doc[:20])
+    "Is `path` a JSON list whose first item (null aside) is a HallusionBench row carrying `model_prediction`? The reader checks every item."
+    o = first_item(path)
+    return isinstance(o, dict) and {*HALLUSION_KEY, 'model_prediction'} <= set(o)
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #5b0ec12f
 def _verdicts(preds, n) -> pd.DataFrame:
@@ -188,14 +205,14 @@ def read_hallusion_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and {*HALLUSION_KEY, 'gt_answer'} <= set(doc0)): return None
-    rows = []
+    rows, places = [], []
     for line, o in objs:
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
         fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
         text = _first_text(o.get(fld))
         if text is None: raise InputError('no response text', path, line, fld)
-        rows.append({**d, 'model_prediction': text})
-    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='lmms-eval/hallusionbench')
+        rows.append({**d, 'model_prediction': text}); places.append(_place(line, 'doc.', {'model_prediction': fld}))
+    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='lmms-eval/hallusionbench', places=places)
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #f46fed8b
 def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of HallusionBench
@@ -204,10 +221,12 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
                          check=None, # a `scoring.JoinCheck` collecting the pairing checks
                         ) -> list|None:
     "Records from VLMEvalKit's HallusionBench table (set, figure and question from `index` parts 3-5, as its Hallusion_rating reads them), or None if the table is not HallusionBench's."
-    from pope_audit.readers import read_table, answer_text
+    from pope_audit.readers import read_table, need_columns, answer_text
     df, lines = read_table(path)
-    if not {'index', 'prediction', 'category', 'l2-category', 'answer'} <= set(df.columns) or not len(df) or str(df.category.iloc[0]) not in ('VD', 'VS'): return None
-    rows = []
+    if 'category' not in df.columns or not len(df) or str(df.category.iloc[0]) not in HALLUSION_CATEGORIES: return None
+    need_columns(df, ('index', 'prediction', 'l2-category', 'answer'), path)     # HallusionBench's by its category: a column it lacks is refused, never read as POPE's
+    rows, places = [], []
+    col = dict(subcategory='l2-category', set_id='index', figure_id='index', question_id='index', gt_answer='answer', model_prediction='prediction')
     for line, r in zip(lines, df.to_dict('records')):
         parts = str(r['index']).split('_')
         if len(parts) < 6: raise InputError(f"index {r['index']!r} is not VLMEvalKit's <...>_<set>_<figure>_<question>", path, line, 'index')
@@ -215,4 +234,5 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
         rows.append(dict(category=str(r['category']), subcategory=str(r['l2-category']), set_id=parts[3], figure_id=parts[4], question_id=parts[5],
                          question=str(r.get('question', '')), gt_answer='1' if r['answer'] == 'Yes' else '0',
                          model_prediction=answer_text(r['prediction'], path, line, 'prediction')))
-    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='vlmevalkit/hallusionbench')
+        places.append(_place(line, names=col))
+    return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='vlmevalkit/hallusionbench', places=places)

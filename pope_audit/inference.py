@@ -16,7 +16,7 @@ from .readouts import Record
 from .tokens import token_text
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
 from .engine import Engine, reference_logits
-from .parallel import world, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault
+from .parallel import world, world_env, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault, fault_points
 from .runstatus import identity_hash, check_run_outputs, run_status
 from .corrections import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
@@ -71,6 +71,19 @@ def _images(images):
     if not p.exists(): raise InputError('the image folder does not exist', p, field='images')
     return ImageFolder(p)
 
+def _question_images(questions, source):
+    "Refuse, naming the first question concerned and how to leave it out, questions without an image or whose image name leaves the image folder."
+    for n, g in questions.groupby('image', sort=False):
+        try: safe_image_name(n, source)
+        except InputError as e:
+            split, qid, bad = g.split.iloc[0], g.question_id.tolist()[0], list(dict.fromkeys(g.split))
+            rest = [s for s in dict.fromkeys(questions.split) if s not in bad]
+            whole = all((questions.split == s).sum() == (g.split == s).sum() for s in bad)     # every question of those splits
+            skip = f'leave {"its split" if len(bad) == 1 else "their splits"} out (--splits {" ".join(rest)})' if whole and rest else 'remove them from the question file'
+            first = f'{split}/{qid!r}' + (f' and {len(g) - 1} more' if len(g) > 1 else '')
+            why = 'has no image: a run asks each question about its image' if not str(n).strip() else e.msg
+            raise InputError(f'question {first}: {why}; {skip}', source, field='image') from None
+
 def select_work(questions, images, cfg, labels):
     "The question table this run answers, and the image source (bad questions or images refused here)."
     if questions is None: raise InputError('no questions given', field='questions')
@@ -82,7 +95,7 @@ def select_work(questions, images, cfg, labels):
     questions = select_splits(questions, cfg.splits)
     if cfg.limit: questions = questions.groupby('split', sort=False).head(cfg.limit)
     questions = questions.reset_index(drop=True)
-    for n in questions.image.unique(): safe_image_name(n, source)
+    _question_images(questions, source)
     imgs = _images(images)
     if missing := imgs.missing(questions.image.unique()):
         raise InputError(f'{len(missing)} image(s) named by the questions are missing: ' + ', '.join(missing[:20]) + (' …' if len(missing) > 20 else ''), getattr(imgs, 'root', None), field='image')
@@ -126,6 +139,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     "Answer `questions` with `model`, writing `records.jsonl` and `manifest.json` to `out`; resumes an interrupted run."
     if out is None: raise InputError('an output folder is required', field='out')
     quiet_libraries()
+    world_env(); fault_points()            # the launcher's and the fault variables, before anything is written
     check_run_outputs(out)
     cfg = config or check_machine(from_settings(model.name if isinstance(model, Family) else str(model), **settings))   # the command line checked its own
     corrections = make_corrections(cfg.corrections)

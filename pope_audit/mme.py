@@ -87,6 +87,9 @@ def check_pairs(files:dict[str, tuple[str|os.PathLike, list]]):
         nxt = next((f for l, f in rows if l > line), None)
         why = 'the file ends' if nxt is None else f'the next line asks about {nxt[0]!r}'
         raise InputError(f'image {img!r} has no pair: MME asks two questions of each image on consecutive lines, and {why}', path, line, 'image')
+    for t, (path, rows) in files.items():
+        for (a, fa), (b, fb) in zip(rows[::2], rows[1::2]):
+            if fa[1].strip() == fb[1].strip(): raise InputError(f'image {fa[0]!r} is asked the same question on lines {a} and {b}: a repeated line (MME asks each image two questions)', path, b, 'question')
 
 # %% ../nbs/benchmarks/01c_mme.ipynb #9dd8bff3
 def is_mme_folder(path:str|os.PathLike) -> bool:
@@ -239,7 +242,7 @@ def calculation_text(scores:pd.DataFrame, readout:str) -> str:
 # %% ../nbs/benchmarks/01c_mme.ipynb #e7a4f21e
 def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
     "`(line, subtask, image, question, label, response)` per answer of an MME log, or None if the log is not about MME."
-    from pope_audit.readers import read_table, answer_text, _first_text, lmms_objects
+    from pope_audit.readers import read_table, need_columns, answer_text, _first_text, lmms_objects
     out = []
     if kind == 'lmms-eval':
         for line, o in lmms_objects(path)[1]:           # every layout: 0.2.0's {task}.json with a logs list, and JSON Lines
@@ -255,25 +258,34 @@ def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
     else:
         df, lines = read_table(path)
         if 'category' not in df.columns or not len(df) or str(df.category.iloc[0]) not in MME_SUBTASKS: return None
-        for c in ('question', 'answer', 'prediction', 'category'):
-            if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})', path, field=c)
+        need_columns(df, ('question', 'answer', 'prediction', 'category', 'image_path'), path,
+                     {'image_path': "MME pairs an image's two questions by it, as VLMEvalKit's MME_rating does"})
         for i, r in zip(lines, df.to_dict('records')):
-            out.append((i, str(r['category']), str(r.get('image_path') or ''), str(r['question']),
+            if not str(r['image_path']).strip(): raise InputError('missing value', path, i, 'image_path')
+            out.append((i, str(r['category']), str(r['image_path']), str(r['question']),
                         norm_label(r['answer'], path, i, 'answer'), answer_text(r['prediction'], path, i, 'prediction')))
     for line, t, *_ in out:
         if t not in MME_SUBTASKS: raise InputError(f'category {t!r} is not an MME subtask', path, line, 'category')
     return out
 
 def _numbered(rows, path) -> list[int]:
-    "Question ids two per image, in the log's order (the log's own row order where it names no images)."
+    "Question ids two per image, in the log's order; a third question of an image, or one asked twice, is refused."
+    from pope_audit.data import question_core
     ids, seen, n = [], {}, Counter()
-    for line, t, img, *_ in rows:
-        if not img: n[t] += 1; ids.append(n[t]); continue
-        if (t, img) not in seen: seen[t, img] = [2 * len({k for k in seen if k[0] == t}) + 1, 0, line]
-        s = seen[t, img]
-        if s[1] == 2: raise InputError(f'image {img!r} has a third question in {t} (first on line {s[2]}): MME asks two per image', path, line, 'image')
-        ids.append(s[0] + s[1]); s[1] += 1
+    for line, t, img, q, *_ in rows:
+        if (t, img) not in seen: n[t] += 1; seen[t, img] = (2 * n[t] - 1, {})
+        first, asked = seen[t, img]
+        core = question_core(q).lower()
+        if core in asked: raise InputError(f'image {img!r} of {t} is asked the same question again (first on line {asked[core]}): a repeated row would shift MME\'s pairs', path, line, 'question')
+        if len(asked) == 2: raise InputError(f'image {img!r} has a third question in {t} (first on line {min(asked.values())}): MME asks two per image', path, line, 'image')
+        ids.append(first + len(asked)); asked[core] = line
+    _no_lone_image({k: list(a.values()) for k, (_, a) in seen.items()}, path)
     return ids
+
+def _no_lone_image(lines:dict, path):
+    "Refuse an image answered once (`lines`: (subtask, image) -> the lines answering it): acc+ scores an image's two questions together."
+    if lone := next(((t, img, ls[0]) for (t, img), ls in lines.items() if len(ls) == 1), None):
+        raise InputError(f'image {lone[1]!r} of {lone[0]} is answered once: MME asks two questions of each image, and acc+ scores them together', path, lone[2], 'image')
 
 def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a VLMEvalKit table of MME
                  kind:str, # 'lmms-eval' or 'vlmevalkit'
@@ -293,11 +305,13 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
     key = lambda t, img, q: (t, Path(img).name, question_core(q).lower())
     qs, used, out = {key(r.split, r.image, r.question): r for r in questions.itertuples(index=False)}, {}, []
     for line, t, img, q, lab, resp in rows:
-        hit = qs.get(key(t, img, q)) if img else next((r for r in questions[(questions.split == t)].itertuples(index=False)
-                                                      if question_core(r.question).lower() == question_core(q).lower() and (t, r.question_id) not in used), None)
+        hit = qs.get(key(t, img, q))
         if hit is None: raise InputError(f'answer to a question that is not in the question set ({t}: {q[:60]!r}, image {img!r})', path, line, 'question')
         if (t, hit.question_id) in used: raise InputError(f'a second answer to {t} question {hit.question_id} (first on line {used[t, hit.question_id]})', path, line, 'question')
         used[t, hit.question_id] = line
         check(hit, line, text=q, label=lab, fields=('question', 'image', 'answer'))
         out.append(Record(t, hit.question_id, hit.image, hit.question, lab, source=f'{kind}/mme', text=resp))
+    by_image = {}
+    for r, (line, *_) in zip(out, rows): by_image.setdefault((r.split, r.image), []).append(line)
+    _no_lone_image(by_image, path)
     return out

@@ -8,20 +8,23 @@ import json, os, re
 from fractions import Fraction
 from pathlib import Path
 import pandas as pd
-from .core import InputError, input_file, json_list, decision_columns
+from .core import InputError, input_file, json_list, first_item, decision_columns
 from .data import question_table
 from .amber import _json_list
 
 # %% auto #0
-__all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_HUB', 'SUFFIX_YES_NO', 'NATURALBENCH_TYPES',
-           'naturalbench_answer', 'is_naturalbench_source', 'read_naturalbench_questions', 'read_naturalbench_answers',
-           'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores', 'naturalbench_section',
-           'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log', 'read_naturalbench_table']
+__all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_TYPES', 'TEST_SET_TYPES', 'NATURALBENCH_HUB',
+           'SUFFIX_YES_NO', 'naturalbench_answer', 'is_naturalbench_source', 'read_naturalbench_questions',
+           'read_naturalbench_answers', 'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores',
+           'naturalbench_section', 'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log',
+           'read_naturalbench_table']
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #468b36a4
 # the split name NaturalBench's records carry
 NATURALBENCH_SPLIT = 'naturalbench'
 NATURALBENCH_CELLS = ('q0_i0', 'q0_i1', 'q1_i0', 'q1_i1')   # a group's four items, in the file's order
+NATURALBENCH_TYPES = ('yes_no', 'multiple_choice')   # the question types of the hub's Question_Type, lmms-eval's docs and VLMEvalKit's `type` column
+TEST_SET_TYPES = ('yes_no', 'mcq')                   # the types test_set.json writes
 _WORD = {w: re.compile(r'\b' + w + r'\b', re.IGNORECASE) for w in ('yes', 'no')}
 
 def naturalbench_answer(text:str) -> int:
@@ -51,6 +54,8 @@ def read_naturalbench_questions(path:str|os.PathLike, # the fine-tuning test spl
         for j, o in enumerate(g):
             if not (isinstance(o, list) and len(o) == 4 and all(isinstance(v, str) for v in o)):
                 raise InputError('expected [question, image, answer, type], four strings', path, field=f'[{k + j}]')
+            if o[3] not in TEST_SET_TYPES: raise InputError(f'type is {" or ".join(TEST_SET_TYPES)}, got {o[3]!r}', path, field=f'[{k + j}][3]')
+        if len({o[3] for o in g}) > 1: raise InputError(f'a 2x2 group mixes types ({", ".join(o[3] for o in g)}): its four items share one', path, field=f'[{k}][3]')
         if g[0][3] != 'yes_no': continue                                 # multiple-choice groups (A/B): not yes/no questions
         q0, q1, i0, i1 = g[0][0], g[2][0], g[0][1], g[1][1]
         if [(o[0], o[1]) for o in g] != [(q0, i0), (q0, i1), (q1, i0), (q1, i1)]:
@@ -81,7 +86,7 @@ def read_naturalbench_answers(path:str|os.PathLike, # a JSON list of responses, 
     if len(doc) > items: raise InputError(f'{len(doc)} responses for a question file of {items} items: response {items} and on match no question', p, field=f'[{items}]')
     if len(doc) % 4: raise InputError(f'{len(doc)} responses: the last 2x2 group is incomplete (NaturalBench scores whole groups of four)', p, field=f'[{len(doc) - len(doc) % 4}]')
     for i, r in enumerate(doc):
-        if not isinstance(r, str): raise InputError(f'a response is a string, got {type(r).__name__}', p, field=f'[{i}]')
+        if not isinstance(r, str): raise InputError(f'a response is a string, got {json.dumps(r)[:60]}', p, field=f'[{i}]')
         if i not in qs: continue                                          # a multiple-choice item
         if check is not None: check(qs[i], f'[{i}]')
         q = qs[i]
@@ -89,10 +94,8 @@ def read_naturalbench_answers(path:str|os.PathLike, # a JSON list of responses, 
     return out
 
 def is_naturalbench_answers(path) -> bool:
-    "Is `path` a JSON list of strings (NaturalBench's `output_file`)?"
-    try: doc = json.loads(Path(path).read_bytes().decode('utf-8-sig'))
-    except (ValueError, OSError): return False
-    return isinstance(doc, list) and bool(doc) and all(isinstance(o, str) for o in doc[:50])
+    "Is `path` a JSON list whose first item (null aside) is a string (NaturalBench's `output_file`)? The reader checks every item."
+    return isinstance(first_item(path), str)
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #c33aea52
 def naturalbench_groups(preds:pd.DataFrame, name:str) -> pd.DataFrame:
@@ -158,6 +161,7 @@ def read_hf_naturalbench(source='BaiqiL/NaturalBench', split:str='train') -> tup
         if c not in ds.column_names: raise InputError(f'dataset lacks column {c!r} (has {ds.column_names})', name, field=c)
     rows = []
     for k, r in enumerate(ds.select_columns(cols).to_list()):
+        if r['Question_Type'] not in NATURALBENCH_TYPES: raise InputError(f"Question_Type is {' or '.join(NATURALBENCH_TYPES)}, got {r['Question_Type']!r}", name, k + 1, 'Question_Type')
         if r['Question_Type'] != 'yes_no': continue
         for j, (qi, ii) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
             rows.append(dict(split=NATURALBENCH_SPLIT, question_id=4 * k + j, image=f"{r['Index']}/{ii}", question=str(r[f'Question_{qi}']) + SUFFIX_YES_NO,
@@ -186,6 +190,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
         for f in ('Index', 'Question', 'Question_Type', 'answer'):
             if d.get(f) is None: raise InputError('missing field', path, line, f'doc.{f}')
+        if d['Question_Type'] not in NATURALBENCH_TYPES: raise InputError(f"Question_Type is {' or '.join(NATURALBENCH_TYPES)}, got {d['Question_Type']!r}", path, line, 'doc.Question_Type')
         if d['Question_Type'] != 'yes_no': mc += 1; continue
         i = d['Index']
         if isinstance(i, bool) or not isinstance(i, int) or i < 0: raise InputError(f'Index must be a whole number, got {i!r}', path, line, 'doc.Index')
@@ -207,8 +212,6 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
     return out
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #db7a968b
-NATURALBENCH_TYPES = ('yes_no', 'multiple_choice')   # VLMEvalKit's `type` column
-
 def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of NaturalBenchDataset
                             questions:pd.DataFrame|None=None, # NaturalBench's question table: row k (in index order) is its item k
                             splits=None, # unused: NaturalBench is one split
@@ -217,10 +220,11 @@ def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of
                            ) -> list|None:
     "Records from VLMEvalKit's NaturalBench table (rows in index order, four per 2x2 group), yes/no items only; None if the table is not NaturalBench's."
     from pope_audit.readouts import Record
-    from pope_audit.readers import read_table, answer_text, JoinCheck
+    from pope_audit.readers import read_table, need_columns, answer_text, JoinCheck
     from pope_audit.data import norm_label, norm_qid
     df, lines = read_table(path)
-    if not {'index', 'question', 'answer', 'type', 'prediction'} <= set(df.columns) or not len(df) or str(df['type'].iloc[0]) not in NATURALBENCH_TYPES: return None
+    if 'type' not in df.columns or not len(df) or str(df['type'].iloc[0]) not in NATURALBENCH_TYPES: return None
+    need_columns(df, ('index', 'question', 'answer', 'prediction'), path)    # NaturalBench's by its type column: a column it lacks is refused, never read as POPE's
     rows, seen = [], {}
     for line, r in zip(lines, df.to_dict('records')):
         k = norm_qid(r['index'])

@@ -10,8 +10,8 @@ from pathlib import Path
 from .core import InputError, atomic_write
 
 # %% auto #0
-__all__ = ['FAULT_ENV', 'FAULT_POINTS', 'World', 'world', 'share', 'barrier', 'shard_plan', 'fault', 'shard_path', 'record_files',
-           'merge_shards', 'launch']
+__all__ = ['FAULT_ENV', 'FAULT_POINTS', 'World', 'world_env', 'world', 'share', 'barrier', 'shard_plan', 'fault_points', 'fault',
+           'shard_path', 'record_files', 'merge_shards', 'launch']
 
 # %% ../nbs/running/06a_parallel.ipynb #4a876dc9
 @dataclass
@@ -22,9 +22,29 @@ class World:
     @property
     def main(self) -> bool: return self.rank == 0
 
+def world_env() -> tuple[int, int]:
+    "`(rank, size)` from the launcher's `RANK` and `WORLD_SIZE`, checked: whole numbers, both or neither, rank below size, several processes only under a launcher."
+    env, got = os.environ, {}
+    for v in ('RANK', 'WORLD_SIZE'):
+        if v not in env: continue
+        if not env[v].strip().isdigit():
+            raise InputError(f'{v} must be a whole number, as a launcher (torchrun) sets it, got {env[v]!r}: unset it, or let pope-audit run --processes N start the processes', field=v)
+        got[v] = int(env[v])
+    if len(got) == 1:
+        (v, n), = got.items()
+        raise InputError(f'{v}={n} is set without {"WORLD_SIZE" if v == "RANK" else "RANK"}: a launcher sets both; unset it, or let pope-audit run --processes N start the processes', field=v)
+    rank, size = got.get('RANK', 0), got.get('WORLD_SIZE', 1)
+    if size < 1: raise InputError('WORLD_SIZE=0: a run has at least one process', field='WORLD_SIZE')
+    if not rank < size: raise InputError(f'RANK={rank} with WORLD_SIZE={size}: a rank must be below the number of processes', field='RANK')
+    port = env.get('MASTER_PORT', '').strip()
+    if size > 1 and not (env.get('MASTER_ADDR', '').strip() and port.isdigit() and 0 < int(port) < 65536):
+        raise InputError(f'WORLD_SIZE={size} without a launcher (MASTER_ADDR and a MASTER_PORT number, which torchrun sets, are missing): '
+                         'unset RANK and WORLD_SIZE, or let pope-audit run --processes N start the processes', field='WORLD_SIZE')
+    return rank, size
+
 def world() -> World:
-    "Rank and size from the launcher's environment (`RANK`, `WORLD_SIZE`); joins the gloo group when there are several."
-    size, rank = int(os.environ.get('WORLD_SIZE', '1')), int(os.environ.get('RANK', '0'))
+    "Rank and size from the launcher's environment (`world_env`); joins the gloo group when there are several."
+    rank, size = world_env()
     if size > 1:
         import torch.distributed as dist
         if not dist.is_initialized(): dist.init_process_group('gloo')
@@ -61,11 +81,19 @@ FAULT_ENV = 'POPE_AUDIT_FAULT'
 # the points a run can be killed at (tests)
 FAULT_POINTS = ('loading', 'answering', 'merging', 'cleanup', 'finishing')
 
+def fault_points() -> list[tuple[str, str]]:
+    "`(point, rank)` for each `point` or `point@rank` that `$POPE_AUDIT_FAULT` names (rank `''`: every rank), checked: a run refuses a bad one before it writes anything."
+    out = []
+    for spec in filter(None, (s.strip() for s in os.environ.get(FAULT_ENV, '').split(','))):
+        name, at, rank = spec.partition('@')
+        if name not in FAULT_POINTS: raise InputError(f'unknown fault point {name!r} (one of {", ".join(FAULT_POINTS)})', field=FAULT_ENV)
+        if at and not rank.isdigit(): raise InputError(f'{spec!r}: a fault point names a rank as a whole number (point@rank), got {rank!r}', field=FAULT_ENV)
+        out.append((name, rank))
+    return out
+
 def fault(point:str): # one of `FAULT_POINTS`
     "Kill this process with SIGKILL at `point` when `$POPE_AUDIT_FAULT` names it (optionally `point@rank`): for testing resumes."
-    for spec in filter(None, os.environ.get(FAULT_ENV, '').split(',')):
-        name, _, rank = spec.strip().partition('@')
-        if name not in FAULT_POINTS: raise InputError(f'unknown fault point {name!r} (one of {", ".join(FAULT_POINTS)})', field=FAULT_ENV)
+    for name, rank in fault_points():
         if name == point and (not rank or rank == os.environ.get('RANK', '0')): os.kill(os.getpid(), signal.SIGKILL)
 
 # %% ../nbs/running/06a_parallel.ipynb #52d6def7

@@ -12,7 +12,7 @@ from .core import InputError, read_jsonl, input_file
 from .data import question_match, question_object, question_core, _reworded
 
 # %% auto #0
-__all__ = ['TABLE_SUFFIXES', 'read_table', 'answer_text', 'lmms_objects', 'JoinCheck']
+__all__ = ['TABLE_SUFFIXES', 'read_table', 'need_columns', 'answer_text', 'lmms_objects', 'JoinCheck']
 
 # %% ../nbs/foundation/03b_readers.ipynb #e83fb9b8
 # file suffixes read as prediction tables
@@ -44,6 +44,15 @@ def read_table(path:str|os.PathLike) -> tuple[pd.DataFrame, list[int]]:
     except Exception as e: raise InputError(f'cannot read table ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})', path) from None
     first = 1 if suf == '.parquet' else 2                              # a spreadsheet's row 1 is its header
     return df.astype(object).where(df.notna(), ''), list(range(first, first + len(df)))
+
+def need_columns(df:pd.DataFrame, # a table `read_table` read
+                 cols, # the columns a reader needs
+                 path, # the file, for the message
+                 why:dict={}, # what a column is needed for, where that is worth saying
+                ):
+    "Refuse, naming it and the columns there are, the first column of `cols` that `df` lacks."
+    for c in cols:
+        if c not in df.columns: raise InputError(f'table lacks column {c!r} (has {list(df.columns)})' + (f': {why[c]}' if c in why else ''), path, field=c)
 
 
 # %% ../nbs/foundation/03b_readers.ipynb #af32292f

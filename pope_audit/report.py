@@ -8,7 +8,7 @@ import html, json, os
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import InputError, atomic_write, output_path, tilde
+from .core import InputError, atomic_write, output_path, input_file, tilde
 from .data import SPLITS
 from .scoring import read_records, predictions, score_predictions
 from .readouts import READOUTS, exact_tie, correction_labels
@@ -164,6 +164,13 @@ def section_lead(c:Context) -> list:
     return [('lead', 'The finding. ' + ' | '.join(parts) + '.')]
 
 # %% ../nbs/interface/13_report.ipynb #e53ad0d2
+def _run_state(c:Context) -> str:
+    "The run's state as the records show it: the manifest's status, unless the run is incomplete whatever the manifest says."
+    st, said = c.status, c.man.get('status')
+    if not st or st['complete']: return str(said)
+    n = f"{st['records']} of {st['questions']} questions answered" if st['questions'] is not None else f"{st['records']} records"
+    return f'incomplete ({n}; the manifest says {said!r})'
+
 def section_manifest(c:Context) -> list:
     "What ran: identity and environment from the manifest, and the question set's fingerprint."
     man = c.man
@@ -179,7 +186,7 @@ def section_manifest(c:Context) -> list:
             ('tokenizer', f"{tilde(i.get('tokenizer', {}).get('name'))} ({i.get('tokenizer', {}).get('size')} tokens, sha {i.get('tokenizer', {}).get('sha256')})"),
             ('versions', ', '.join(f'{k} {v}' for k, v in e.items() if k not in ('device', 'hardware', 'platform', 'processes', 'progress'))),
             ('device', e.get('hardware') or e.get('device')),
-            ('run', f"{man.get('status')}, started {man.get('started')}, finished {man.get('finished')}")]
+            ('run', f"{_run_state(c)}, started {man.get('started')}, finished {man.get('finished')}")]
     qs = pd.DataFrame(i.get('questions', []))
     if c.questions_label is not None and not qs.empty: qs['version'] = c.questions_label
     return [('h', 2, 'What ran'), ('table', pd.DataFrame(rows, columns=['', 'value'])),
@@ -347,12 +354,18 @@ def section_relabel(c:Context) -> list:
 
 # %% ../nbs/interface/13_report.ipynb #b4ede789
 def writable_folder(out:Path):
-    "Refuse, before any work, a report folder that cannot be created or written (a read-only run folder, a read-only --out)."
+    "Refuse, before any work, a report folder that cannot be created or written (a read-only run folder, a read-only --out), or whose figures folder is not a folder."
+    if (figs := out/'figures').exists() and not figs.is_dir():
+        raise InputError("the report's figures folder is a file (or a FIFO or device), not a folder: remove it, or give --out another folder", figs, field='out')
     try: out.mkdir(parents=True, exist_ok=True)
     except OSError as e: raise InputError(f'cannot create the report folder ({e.strerror}); give --out a folder you can write', out, field='out') from None
     for d in (out, out/'figures'):
         if d.is_dir() and not os.access(d, os.W_OK | os.X_OK):
             raise InputError(f"cannot write the report into {'this folder' if d == out else 'its figures folder'} (not writable); give --out a folder you can write", d, field='out')
+
+def _has_record(path:Path) -> bool:
+    "Whether a records file holds a line that is not blank (read up to the first such line)."
+    with open(input_file(path, 'records file'), 'rb') as f: return any(l.strip() for l in f)
 
 def write_report(run_dir:str|os.PathLike, # a run folder
                  out:str|os.PathLike|None=None, # where to write (default: the run folder)
@@ -368,6 +381,8 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     import matplotlib; matplotlib.use('Agg')
     run_dir = Path(run_dir); out = Path(out or run_dir); figs = out/'figures'
     if records is None and not (run_dir/'records.jsonl').exists(): raise InputError('not a run folder (no records.jsonl)', run_dir)
+    if records is not None and not records or records is None and not _has_record(run_dir/'records.jsonl'):
+        raise InputError('no records: nothing to report (the run has answered no question yet)', run_dir/'records.jsonl' if records is None else run_dir)
     writable_folder(out)                          # the folder, and its figures folder, before any work
     inputs = run_files(run_dir, reports=False) if records is None else [run_dir]
     for n in ('report.md', 'report.html', 'scores.csv'): output_path(out/n, inputs, n)     # never an input, a FIFO or a symlink

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, need, read_jsonl, input_file, decode_line
 from .data import (norm_qid, norm_label, fingerprint, question_table, question_match, question_object, question_core, llava_key,
-                             split_from_name, one_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
+                             split_from_name, one_split, pope_split, LLAVA_ID_BLOCK, LLAVA_BLOCKS, SPLITS, _reworded)
 from . import readouts, amber
 from .readouts import Record, READOUTS, applicable, SCHEMA, SCOPED, readout
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
@@ -47,6 +47,15 @@ def _first_line(path) -> bytes:
             if b.strip(): return b.lstrip(b'\xef\xbb\xbf').strip()
     return b'{'                                              # empty: let the JSON reader say so
 
+def _unknown_list(path) -> InputError:
+    "Why a `.json` file that opens a JSON list is none of the answer lists `detect_kind` knows."
+    try: doc = json.loads(Path(path).read_bytes().decode('utf-8-sig'))
+    except (ValueError, UnicodeDecodeError) as e: return InputError(f'not JSON ({e})', path)
+    if not doc: return InputError('an empty JSON list: no answers in this file', path)
+    i, o = next(((i, o) for i, o in enumerate(doc) if o is not None), (0, None))
+    return InputError(f"a JSON list whose first item is {json.dumps(o)[:60]}: not AMBER's response file (objects with id and response), "
+                      "NaturalBench's (response strings) or HallusionBench's (its rows with model_prediction)", path, field=f'[{i}]')
+
 def detect_kind(path:str|os.PathLike) -> str:
     "Which kind of answer file `path` is (a run folder counts as `records`)."
     path = Path(path)
@@ -65,6 +74,7 @@ def detect_kind(path:str|os.PathLike) -> str:
         if is_amber_responses(path): return 'amber'      # AMBER's response file: a JSON list of {id, response}
         from pope_audit.naturalbench import is_naturalbench_answers
         if is_naturalbench_answers(path): return 'naturalbench'   # NaturalBench's output_file: a JSON list of responses by item
+        raise _unknown_list(path)                        # a JSON list is no line-aligned file, whatever it holds
     if b'\t' not in first and (path.suffix.lower() == '.txt' or not first.startswith(b'{')): return 'lines'   # tab-separated .txt (MME's) is not
     if path.suffix.lower() == '.json' and lmms_objects(path)[0] == '0.2': return 'lmms-eval'
     for line, o in read_jsonl(path):
@@ -160,7 +170,7 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any
         text = _first_text(o.get(rf))
         if text is None: raise InputError('no response text', path, line, fld(rf))
         text = answer_text(text, path, line, fld(rf))
-        s = one_split(doc['category'], path, line, fld('doc.category')) if doc and doc.get('category') else fsplit
+        s = pope_split(doc['category'], path, line, fld('doc.category')) if doc and doc.get('category') else fsplit
         if not s: raise InputError(f'the task in this file name names no split and the log does not: give its split (--split {"|".join(SPLITS)})', path, line, 'split')
         if doc is None and (not isinstance(o['doc_id'], int) or isinstance(o['doc_id'], bool)):
             raise InputError(f'doc_id must be a whole number (a position among the split\'s questions), got {json.dumps(o["doc_id"])[:40]}', path, line, fld('doc_id'))
@@ -221,7 +231,7 @@ def read_vlmeval_table(path:str|os.PathLike, # a VLMEvalKit result table
             if str(r[c]).strip() == '': raise InputError('missing value', path, i, c)
         label, pred = norm_label(r['answer'], path, i, 'answer'), answer_text(r['prediction'], path, i, 'prediction')
         image = str(r.get(img) or '') if img else ''
-        for split in [p.strip() for p in str(r['category']).split(',') if p.strip()]:    # exploded as POPE_rating does
+        for split in [pope_split(p, path, i, 'category') for p in str(r['category']).split(',') if p.strip()]:    # exploded as POPE_rating does
             if splits and split not in splits: continue
             if questions is None:
                 qid, question = norm_qid(r['index']), str(r['question'])
@@ -412,6 +422,7 @@ class Answers:
     questions: pd.DataFrame|None = None
     check: JoinCheck|None = None
     notes: list[str] = field(default_factory=list)
+    files: list[tuple] = field(default_factory=list)     # (file, the split of each of its answers), per file read: whose benchmark is whose
     @property
     def splits(self) -> list[str]:
         "The split of each answer, in order."
@@ -462,7 +473,8 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
             chk = parts[0].check
             for a in parts[1:]:
                 for s, c in a.check.counts.items(): chk.counts.setdefault(s, Counter()).update(c)
-        return Answers('+'.join(kinds), records=recs, questions=parts[0].questions, check=chk, notes=[n for a in parts for n in a.notes])
+        return Answers('+'.join(kinds), records=recs, questions=parts[0].questions, check=chk, notes=[n for a in parts for n in a.notes],
+                       files=[(f, a.splits) for f, a in zip(files, parts)])
     path = files[0]
     kind = kind or detect_kind(path)
     if kind not in KINDS: raise InputError(f'unknown answer-file kind {kind!r} (one of {KINDS})', path, field='kind')
@@ -474,7 +486,7 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
     if kind == 'predictions':
         preds = read_predictions(path, split, questions, splits, names, chk)
         if preds.empty: raise InputError(f'no rows in the splits asked for ({", ".join(splits)})', path, field='splits')
-        return Answers(kind, preds=preds, questions=qsel, check=chk)
+        return Answers(kind, preds=preds, questions=qsel, check=chk, files=[(path, list(preds.split))])
     if kind == 'llava':
         if questions is None: raise InputError('LLaVA answer files carry no split or label: give the questions (--questions, and --labels for LLaVA\'s question file)', path)
         recs = read_llava_answers(path, questions, splits, chk)
@@ -514,7 +526,7 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
         elif kind == 'records': recs = read_records(path, questions, splits, chk)
         else: recs = READERS[kind](path, questions, splits, chk, notes)
     if not recs: raise InputError(f'no answers in the splits asked for ({", ".join(splits)})' if splits else 'no answers in this file', path)
-    return Answers(kind, records=recs, questions=qsel, check=chk, notes=notes)
+    return Answers(kind, records=recs, questions=qsel, check=chk, notes=notes, files=[(path, [r.split for r in recs])])
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #4dd3cbee
 from .mme import mme_answer, lmms_mme_answer, MME_SUBTASKS

@@ -11,7 +11,7 @@ the mutant's checks in the copy: `nbdev_test --path nbs/...` for the notebooks a
 with the copy first on `PYTHONPATH`. An unmutated copy is checked first (it must pass, or the table means nothing).
 It prints `mutant | killed/SURVIVED | by` and exits with status 1 if any mutant survives. `--first` stops each
 mutant's checks at the first that fails (faster; `by` then names only that one). Not collected by pytest (no
-`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes).
+`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes), and about 9 more for the nineteen of issue 41 (`--first`: 8 minutes with the baseline, at load 5-7).
 """
 from __future__ import annotations
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -35,6 +35,7 @@ class Mutant:
 
 M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb', 'nbs/foundation/02_tokens.ipynb'
 G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
+BI = 'tests/test_bad_input.py'
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
     Mutant('policy_no', M, "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn + un", "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn", (M,),
@@ -105,7 +106,48 @@ MUTANTS = [
            why='the BOS row read as an even spread (c = 0): the defect would no longer be a no-op'),
     Mutant('adaptvis_switch', G, "torch.where(conf < self.params['threshold']", "torch.where(conf > self.params['threshold']", (), GT,
            why='AdaptVis smooths the confident answers and sharpens the rest'),
-]
+    # issue 41: the newer surfaces refuse what they cannot read correctly (each killed by its test in test_bad_input.py)
+] + [Mutant(n, f'nbs/{t}.ipynb', old, new, (), (f'{BI}::{test}',), why) for n, t, old, new, test, why in [
+    ('several_benchmarks_pooled', 'benchmarks/01b_benchmarks', 'if len(by) > 1:', 'if False:', 'test_several_benchmarks_are_not_one_run',
+     "a POPE log beside an MME log scored as one run"),
+    ('one_file_mixed', 'benchmarks/01b_benchmarks', "if len(g) > 1: raise InputError('this file holds", "if False: raise InputError('this file holds",
+     'test_one_file_of_several_benchmarks', 'one file holding two benchmarks scored as one'),
+    ('mme_image_optional', 'benchmarks/01c_mme', "need_columns(df, ('question', 'answer', 'prediction', 'category', 'image_path'), path,",
+     "need_columns(df, ('question', 'answer', 'prediction', 'category'), path,", 'test_mme_table_pairs_by_image', "an MME table without image_path read anyway"),
+    ('mme_same_question', 'benchmarks/01c_mme', 'if core in asked: raise', 'if False: raise', 'test_mme_table_pairs_by_image',
+     'a repeated row of an MME log pairs with itself'),
+    ('mme_lone_image', 'benchmarks/01c_mme', 'for (t, img), ls in lines.items() if len(ls) == 1)', 'for (t, img), ls in lines.items() if len(ls) == 0)',
+     'test_mme_table_pairs_by_image', "an image answered once counted in acc+'s images"),
+    ('amber_table_as_pope', 'benchmarks/01d_amber', "if 'category' not in df.columns or not len(df)",
+     "if 'image_path' not in df.columns or 'category' not in df.columns or not len(df)", 'test_amber_table_missing_a_column',
+     "an AMBER table without image_path handed to the POPE reader"),
+    ('hallusion_category', 'benchmarks/01e_hallusionbench', 'if c not in HALLUSION_CATEGORIES: raise', 'if False: raise',
+     'test_hallusion_keys_checked', 'any HallusionBench category accepted'),
+    ('hallusion_subcategory', 'benchmarks/01e_hallusionbench', 'if s not in HALLUSION_CATEGORIES[c]:', 'if False:',
+     'test_hallusion_keys_checked', "any subcategory accepted, '/' included"),
+    ('naturalbench_type', 'benchmarks/01f_naturalbench', 'if o[3] not in TEST_SET_TYPES: raise', 'if False: raise',
+     'test_naturalbench_types_checked', 'an unknown test_set type skipped as multiple choice'),
+    ('pope_split_any', 'foundation/01_data', 'if s not in SPLITS: raise InputError', 'if False: raise InputError',
+     'test_pope_logs_name_pope_splits', "a POPE log's category taken as a split whatever it names"),
+    ('json_list_as_lines', 'benchmarks/04a_scoring', 'raise _unknown_list(path)', 'pass', 'test_json_lists_are_not_line_aligned',
+     'a JSON list read as line-aligned answers'),
+    ('report_figures_file', 'interface/13_report', "if (figs := out/'figures').exists() and not figs.is_dir():", 'if False:',
+     'test_report_refuses_before_writing', 'a figures path that is a file reaches the plotting'),
+    ('report_status_manifest', 'interface/13_report', "if not st or st['complete']: return str(said)", 'return str(said)',
+     'test_report_status_row_follows_the_records', "the status row repeats the manifest's 'complete'"),
+    ('cache_empty', 'foundation/00_core', 'if not v.strip(): raise InputError', 'if False: raise InputError',
+     'test_environment_checked_before_anything_is_written', 'an empty POPE_AUDIT_CACHE puts the cache in the working folder'),
+    ('world_without_launcher', 'running/06a_parallel', "if size > 1 and not (env.get('MASTER_ADDR'", "if False and not (env.get('MASTER_ADDR'",
+     'test_environment_checked_before_anything_is_written', 'WORLD_SIZE > 1 without a launcher reaches torch.distributed'),
+    ('fault_rank', 'running/06a_parallel', 'if at and not rank.isdigit(): raise', 'if False: raise',
+     'test_environment_checked_before_anything_is_written', 'a fault point with a rank that is no number accepted'),
+    ('environment_late', 'interface/90_cli', 'check_environment()                         # before', 'pass  # before',
+     'test_environment_checked_before_anything_is_written', 'the environment checked only where it is used, after outputs are written'),
+    ('closed_pipe', 'interface/90_cli', 'except BrokenPipeError: _output_closed()', 'except ImportError: _output_closed()',
+     'test_closed_output_ends_quietly', 'a closed output ends in a BrokenPipeError traceback'),
+    ('no_image_no_way_out', 'running/06_inference', "if whole and rest else 'remove them from the question file'",
+     "if False else 'remove them from the question file'", 'test_question_without_image_names_it', 'a question without an image: no --splits to leave it out'),
+]]
 
 
 def files_to_copy() -> list[str]:

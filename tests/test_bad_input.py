@@ -1,7 +1,10 @@
 "Every kind of bad input gets one clear message naming file, line and field, and exit code 2."
 import json, subprocess, sys
+from pathlib import Path
+import pandas as pd
 import pytest
 from pope_audit.cli import main
+from conftest import run_cli
 
 CLI = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
 
@@ -262,3 +265,244 @@ def test_export_refuses_what_parquet_cannot_hold(tmp_path, capsys, field, value,
     code, err = cli(capsys, 'export', f, '--parquet')
     assert code == 2 and message in err and 'Traceback' not in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ['r.jsonl']
+
+
+# --- issue 41: the newer surfaces (other benchmarks' files, several files as one run, the report, the environment) ------
+
+MME_DOC = lambda img, q, a, t='existence': {'question_id': f'{t}/{img}', 'question': f'{q} Please answer yes or no.', 'answer': a, 'category': t}
+MME_LOG = [MME_DOC('a.jpg', 'Is there a dog in this image?', 'Yes'), MME_DOC('a.jpg', 'Is there a cat in this image?', 'No'),
+           MME_DOC('b.jpg', 'Is there a car in this image?', 'Yes'), MME_DOC('b.jpg', 'Is there a bus in this image?', 'No')]
+
+
+def lmms_log(path, docs, resps):
+    return pope_file(path, [{'doc_id': i, 'doc': d, 'resps': [[r]], 'filtered_resps': [r]} for i, (d, r) in enumerate(zip(docs, resps))])
+
+
+def pope_docs(n=4):
+    return [{**LMMS_DOC, 'question_id': str(i), 'question': f'Is there a thing{i} in the image?', 'answer': 'yes' if i % 2 else 'no'} for i in range(1, n + 1)]
+
+
+def mixed_folder(tmp_path):
+    "A tool's output folder holding a POPE log (4 answers, 3 right: TP 2, FP 1, TN 1) and an MME log (4 answers, all right)."
+    (tmp_path/'logs').mkdir()
+    lmms_log(tmp_path/'logs'/'pope_random.jsonl', pope_docs(), ['Yes', 'Yes', 'Yes', 'No'])
+    lmms_log(tmp_path/'logs'/'mme_samples.jsonl', MME_LOG, ['Yes', 'No', 'Yes', 'No'])
+    return tmp_path/'logs'
+
+
+@pytest.mark.parametrize('command', [['score'], ['reconstruct', '--a', 'pope_parse', '--b', 'lmms_exact'], ['report', '--out', 'REP']])
+def test_several_benchmarks_are_not_one_run(tmp_path, capsys, command):
+    "A POPE log beside an MME log was one pooled F1 (exit 0): refused in one line naming each file's benchmark, nothing written."
+    logs = mixed_folder(tmp_path)
+    code, err = cli(capsys, command[0], logs, *[tmp_path/'rep' if a == 'REP' else a for a in command[1:]])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "field 'answers': answers of several benchmarks given together (MME: " in err and 'mme_samples.jsonl; POPE: ' in err and 'pope_random.jsonl)' in err
+    assert '--per-benchmark' in err and not (tmp_path/'rep').exists()
+
+
+def test_one_file_of_several_benchmarks(tmp_path, capsys):
+    f = tmp_path/'preds.csv'
+    f.write_text('split,question_id,label,p\nrandom,1,yes,yes\nrandom,2,no,no\nexistence,1,yes,yes\nexistence,2,no,yes\n')
+    code, err = cli(capsys, 'score', f)
+    assert code == 2 and "preds.csv: field 'split': this file holds answers of several benchmarks (POPE: random; MME: existence)" in err, err
+
+
+def test_per_benchmark_sections(tmp_path, capsys):
+    "--per-benchmark: each benchmark its own section; nothing of one is pooled with the other (values by hand)."
+    code, out, err = run_cli(capsys, 'score', mixed_folder(tmp_path), '--per-benchmark', '--json', '--boot', '0', '--out', tmp_path/'res')
+    assert code in (0, None), err
+    secs = {s['benchmark']: s for s in json.loads(out)['per_benchmark']}
+    assert sorted(secs) == ['mme', 'pope'] and [Path(f).name for f in secs['pope']['files']] == ['pope_random.jsonl']
+    pope = {(r['readout'], r['split']): r for r in secs['pope']['scores']}
+    assert {s for _, s in pope} == {'random'}                                           # one split each: no pooled row to mix them
+    r = pope['pope_parse', 'random']
+    assert (r['n'], r['tp'], r['fp'], r['tn'], r['fn'], r['f1']) == (4, 2, 1, 1, 0, pytest.approx(0.8))      # 2·2 / (2·2 + 1 + 0)
+    assert {r['split'] for r in secs['mme']['scores']} == {'existence'}
+    tot = {t['group']: t for t in secs['mme']['mme']['totals'] if t['readout'] == 'mme'}
+    assert tot['Perception']['score'] == 200.0                                          # acc 100 + acc+ 100 on existence
+    csv = (tmp_path/'res'/'scores.csv').read_text().splitlines()
+    assert csv[0].startswith('benchmark,readout,split') and {l.split(',')[0] for l in csv[1:]} == {'pope', 'mme'}
+
+
+def mme_table(path, rows):
+    pd.DataFrame(rows).to_csv(path, sep='\t', index=False)
+    return path
+
+
+MME_ROWS = [dict(index=i, question=d['question'], answer=d['answer'], prediction=d['answer'], category=d['category'], image_path=d['question_id'])
+            for i, d in enumerate(MME_LOG)]
+
+
+@pytest.mark.parametrize('rows, message', [
+    ([{k: v for k, v in r.items() if k != 'image_path'} for r in MME_ROWS[:2] + MME_ROWS[1:]],
+     "MME_model.tsv: field 'image_path': table lacks column 'image_path'"),
+    (MME_ROWS[:2] + MME_ROWS[1:2] + MME_ROWS[2:], "MME_model.tsv:4: field 'question': image 'existence/a.jpg' of existence is asked the same question again (first on line 3)"),
+    (MME_ROWS[:2] + [dict(MME_ROWS[0], question='Is there a fox in this image?')] + MME_ROWS[2:], "MME_model.tsv:4: field 'image': image 'existence/a.jpg' has a third question"),
+    ([dict(r, image_path='') if i == 2 else r for i, r in enumerate(MME_ROWS)], "MME_model.tsv:4: field 'image_path': missing value"),
+    (MME_ROWS[:3], "MME_model.tsv:4: field 'image': image 'existence/b.jpg' of existence is answered once"),
+])
+def test_mme_table_pairs_by_image(tmp_path, capsys, rows, message):
+    "An MME table without its image column, or with a row repeated, shifted every later pair (Perception moved, exit 0)."
+    code, err = cli(capsys, 'score', mme_table(tmp_path/'MME_model.tsv', rows))
+    assert code == 2 and message in err, err
+
+
+def test_mme_result_folder_line_repeated(tmp_path, capsys, shared):
+    "A result line written over its pair's: the same question twice for one image."
+    res = tmp_path/'res'; res.mkdir()
+    lines = [l.rstrip('\n') + '\tYes\n' for l in (shared/'data/mme/questions/existence.txt').read_text().splitlines(keepends=True)]
+    lines[1] = lines[0]
+    (res/'existence.txt').write_text(''.join(lines))
+    code, err = cli(capsys, 'score', res, '--splits', 'existence')
+    assert code == 2 and "existence.txt:2: field 'question': image '000000006040.jpg' is asked the same question on lines 1 and 2" in err, err
+
+
+AMBER_ROWS = [dict(index=0, question='Is the sky sunny in this image?', answer='yes', category='discriminative-attribute-state', image_path='AMBER_1.jpg', prediction='Yes'),
+              dict(index=1, question='Is the sky gloomy in this image?', answer='no', category='discriminative-attribute-state', image_path='AMBER_1.jpg', prediction='No')]
+
+
+@pytest.mark.parametrize('drop', ['image_path', 'answer'])
+def test_amber_table_missing_a_column(tmp_path, capsys, drop):
+    "An AMBER table without its image column was scored as a POPE table, yes the positive class (exit 0)."
+    f = tmp_path/'AMBER_model.tsv'
+    pd.DataFrame(AMBER_ROWS).drop(columns=drop).to_csv(f, sep='\t', index=False)
+    code, err = cli(capsys, 'score', f)
+    assert code == 2 and f"AMBER_model.tsv: field '{drop}': table lacks column '{drop}'" in err, err
+
+
+def hallusion_results(shared, path, edit):
+    rows = [dict(r, model_prediction='Yes') for r in json.loads((shared/'data/hallusionbench/HallusionBench.json').read_text())]
+    edit(rows)
+    path.write_text(json.dumps(rows))
+    return path
+
+
+@pytest.mark.parametrize('edit, questions, message', [
+    (dict(category='XX'), False, "field '[5].category': category is VD (visual dependent) or VS (visual supplement), got 'XX'"),
+    (dict(category='vs'), True, "field '[5].category': category is VD (visual dependent) or VS (visual supplement), got 'vs'"),
+    (dict(subcategory='ch/art'), False, "field '[5].subcategory': 'ch/art' is not a subcategory of VS (its subcategories: chart, map, ocr, table)"),
+    (dict(subcategory='video'), False, "field '[5].subcategory': 'video' is not a subcategory of VS"),
+    (dict(figure_id='1/2'), False, "field '[5].figure_id': figure_id is a whole number, got '1/2'"),
+])
+def test_hallusion_keys_checked(tmp_path, capsys, shared, edit, questions, message):
+    "An unknown category was dropped from the figures (exit 0), a '/' ended in a pandas traceback, a wrong case blamed question_id."
+    f = hallusion_results(shared, tmp_path/'res.json', lambda r: r[5].update(edit))
+    code, err = cli(capsys, 'score', f, '--boot', '0', *(['--questions', shared/'data/hallusionbench/HallusionBench.json'] if questions else []))
+    assert code == 2 and f'res.json: {message}' in err and 'Traceback' not in err, err
+
+
+def test_hallusion_log_names_line(tmp_path, capsys, shared):
+    rows = json.loads((shared/'data/hallusionbench/HallusionBench.json').read_text())[178:181]
+    rows[2]['category'] = 'VX'
+    lmms_log(tmp_path/'samples_hallusion_bench_image.jsonl', rows, ['Yes'] * 3)
+    code, err = cli(capsys, 'score', tmp_path/'samples_hallusion_bench_image.jsonl')
+    assert code == 2 and "samples_hallusion_bench_image.jsonl:3: field 'doc.category': category is VD" in err, err
+
+
+def test_naturalbench_types_checked(tmp_path, capsys, shared):
+    "A type other than the file's own was skipped as a multiple-choice group: refused at its item."
+    items = json.loads((shared/'data/naturalbench/test_set.json').read_text())
+    items[12][3] = 'yes-no'
+    (tmp_path/'test_set.json').write_text(json.dumps(items))
+    (tmp_path/'out.json').write_text(json.dumps(['Yes'] * len(items)))
+    code, err = cli(capsys, 'score', tmp_path/'out.json', '--questions', tmp_path/'test_set.json')
+    assert code == 2 and "test_set.json: field '[12][3]': type is yes_no or mcq, got 'yes-no'" in err, err
+    doc = {'Index': 0, 'Question': 'Is it?', 'Question_Type': 'Yes_No', 'answer': 'Yes'}
+    lmms_log(tmp_path/'samples_naturalbench.jsonl', [doc], ['Yes'])
+    code, err = cli(capsys, 'score', tmp_path/'samples_naturalbench.jsonl')
+    assert code == 2 and "samples_naturalbench.jsonl:1: field 'doc.Question_Type': Question_Type is yes_no or multiple_choice, got 'Yes_No'" in err, err
+
+
+@pytest.mark.parametrize('doc, questions, message', [
+    ([], 'amber', 'r.json: an empty JSON list: no answers in this file'),
+    (['Yes', None, 'No', 'Yes'], 'naturalbench/test_set.json', "r.json: field '[1]': a response is a string, got null"),
+    ([{'id': 1005}], 'amber', "r.json: field '[0]': a JSON list whose first item is {\"id\": 1005}: not AMBER's response file"),
+])
+def test_json_lists_are_not_line_aligned(tmp_path, capsys, shared, doc, questions, message):
+    "An empty AMBER list or a null NaturalBench response was read as the paper's line-aligned predictions."
+    (tmp_path/'r.json').write_text(json.dumps(doc))
+    code, err = cli(capsys, 'score', tmp_path/'r.json', '--questions', shared/'data'/questions)
+    assert code == 2 and message in err and 'line-aligned' not in err, err
+
+
+@pytest.mark.parametrize('where, message', [('log', "pope.jsonl:2: field 'doc.category': 'existence' is not a POPE split"),
+                                            ('table', "v.tsv:3: field 'category': 'randon' is not a POPE split")])
+def test_pope_logs_name_pope_splits(tmp_path, capsys, where, message):
+    if where == 'log': f = lmms_log(tmp_path/'pope.jsonl', [LMMS_DOC, {**LMMS_DOC, 'question_id': '2', 'category': 'existence'}], ['Yes', 'No'])
+    else:
+        f = tmp_path/'v.tsv'
+        f.write_text('index\tquestion\tanswer\tprediction\tcategory\n0\tIs there a dog in the image?\tYes\tYes\trandom\n1\tIs there a cat in the image?\tNo\tNo\trandon\n')
+    code, err = cli(capsys, 'score', f)
+    assert code == 2 and message in err, err
+
+
+def text_records(folder, n, manifest=None):
+    folder.mkdir()
+    pope_file(folder/'records.jsonl', [{**REC, 'question_id': i, 'question': f'Is there a thing{i} in the image?', 'label': 'yes' if i % 2 else 'no',
+                                        'text': 'Yes' if i % 3 else 'No'} for i in range(1, n + 1)])
+    if manifest: (folder/'manifest.json').write_text(json.dumps(manifest))
+    return folder
+
+
+def test_report_refuses_before_writing(tmp_path, capsys):
+    "A figures path that is a file, and a records file with no record, were tracebacks (score refused the same folder)."
+    run = text_records(tmp_path/'run', 6)
+    (run/'figures').write_text('a file')
+    code, err = cli(capsys, 'report', run)
+    assert code == 2 and "run/figures: field 'out': the report's figures folder is a file" in err, err
+    (run/'figures').unlink(); (run/'records.jsonl').write_text('\n')
+    code, err = cli(capsys, 'report', run)
+    assert code == 2 and 'run/records.jsonl: no records: nothing to report' in err, err
+    assert sorted(p.name for p in run.iterdir()) == ['records.jsonl']
+
+
+def test_report_status_row_follows_the_records(tmp_path, capsys):
+    "A manifest saying complete over records that lack questions: the table of what ran says incomplete, as the lead does."
+    run = text_records(tmp_path/'run', 4, dict(identity={'model': 'm'}, questions=6, status='complete'))
+    code, out, err = run_cli(capsys, 'report', run)
+    assert code in (0, None), err
+    md = (run/'report.md').read_text()
+    assert 'incomplete run: 4 of 6 questions answered, 2 lacking' in md
+    row = next(l for l in md.splitlines() if l.startswith('| run |'))
+    assert row.startswith("| run | incomplete (4 of 6 questions answered; the manifest says 'complete')"), row
+
+
+@pytest.mark.parametrize('env, message', [
+    ({'POPE_AUDIT_CACHE': 'FILE'}, "field 'POPE_AUDIT_CACHE': the cache folder (POPE_AUDIT_CACHE) is a file"),
+    ({'POPE_AUDIT_CACHE': ''}, "field 'POPE_AUDIT_CACHE': POPE_AUDIT_CACHE is set but empty"),
+    ({'POPE_AUDIT_CACHE': 'FILE/sub'}, 'lies below a file'),
+    ({'RANK': 'zero', 'WORLD_SIZE': '2'}, "field 'RANK': RANK must be a whole number"),
+    ({'RANK': '0', 'WORLD_SIZE': 'x'}, "field 'WORLD_SIZE': WORLD_SIZE must be a whole number"),
+    ({'RANK': '1'}, "field 'RANK': RANK=1 is set without WORLD_SIZE"),
+    ({'RANK': '0', 'WORLD_SIZE': '2'}, "field 'WORLD_SIZE': WORLD_SIZE=2 without a launcher"),
+    ({'POPE_AUDIT_FAULT': 'answer'}, "field 'POPE_AUDIT_FAULT': unknown fault point 'answer'"),
+    ({'POPE_AUDIT_FAULT': 'answering@one'}, "field 'POPE_AUDIT_FAULT': 'answering@one': a fault point names a rank as a whole number"),
+])
+def test_environment_checked_before_anything_is_written(tmp_path, capsys, monkeypatch, env, message):
+    "Tracebacks (cache a file, torch.distributed), a cache in the working folder, a fault variable checked after the run folder was written."
+    (tmp_path/'file').write_text('x')
+    for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'POPE_AUDIT_FAULT'): monkeypatch.delenv(k, raising=False)
+    for k, v in env.items(): monkeypatch.setenv(k, v.replace('FILE', str(tmp_path/'file')))
+    monkeypatch.chdir(tmp_path)
+    code, err = cli(capsys, '--log-file', tmp_path/'log.txt', 'demo', '--out', tmp_path/'demo', '--images', '2')
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['file']
+
+
+@pytest.mark.parametrize('args', [['ls', 'readouts'], ['probe', '--tokenizer', 'GGUF']])
+def test_closed_output_ends_quietly(shared, args):
+    "`pope-audit probe … | head -1` ended in a BrokenPipeError traceback, exit 1: now no word, and a pipe writer's status."
+    gguf = str(shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf')
+    p = subprocess.Popen(CLI + [gguf if a == 'GGUF' else a for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()                                        # the reader is gone before the first line is written
+    err = p.stderr.read().decode()
+    assert (p.wait(timeout=120), err) == (141, '')
+
+
+def test_question_without_image_names_it(tmp_path, capsys, shared):
+    "HallusionBench's no-image questions: the message named neither a question nor how to leave them out (refused before any model loads)."
+    (tmp_path/'img').mkdir()
+    code, err = cli(capsys, 'run', '--model', 'no-such/model', '--questions', shared/'data/hallusionbench/HallusionBench.json',
+                    '--images', tmp_path/'img', '--out', tmp_path/'out')
+    assert code == 2 and "field 'image': question hallusion-VS-noimage/'VS/chart/0/0/0' and 177 more: has no image" in err, err
+    assert 'leave its split out (--splits hallusion-VS hallusion-VD)' in err and not (tmp_path/'out').exists()
