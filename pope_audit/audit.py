@@ -57,7 +57,8 @@ def model_probe(src:str, # hub id or local folder
     proc = _processor(str(src), cfg.model_type, revision)
     tok = getattr(proc, 'tokenizer', proc)
     if cls.family == 'generic': template = chat_prompt(proc, cfg.model_type, template)   # the processor's chat template places the image
-    return probe(tok, template or cls.default_template, name=str(src)), tok
+    else: template = cls.choose_template(proc, template, cfg.model_type)[0]            # as the run will: the model's own chat template first
+    return probe(tok, template, name=str(src)), tok
 
 def transfer_check(pr:Probe, tok=None, model:str|None=None) -> pd.DataFrame:
     "Every transferred id: the readout it belongs to, what it names here, its verdict, and the set's verdict."

@@ -17,9 +17,10 @@ from .core import InputError, atomic_write, cache_dir, sha256_file, shared_dir
 __all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
            'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_metadata', 'gguf_chat_templates',
            'find_chat_template', 'gguf_without_torch', 'auto_tokenizer', 'class_note', 'load_tokenizer',
-           'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'join_answer',
-           'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'trailing_difference', 'ChatPrompt',
-           'chat_prompt', 'Probe', 'probe', 'check_ids', 'probe_text']
+           'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'encoded_join',
+           'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'trailing_difference',
+           'ChatPrompt', 'chat_prompt', 'Probe', 'probe', 'check_ids', 'probe_text', 'plain_encoders', 'parity',
+           'parity_templates', 'parity_rows', 'parity_table']
 
 # %% ../nbs/foundation/02_tokens.ipynb #c7a1f001
 _GGUF_FORMATS = {0: '<B', 1: '<b', 7: '<?', 2: '<H', 3: '<h', 4: '<I', 5: '<i', 6: '<f', 10: '<Q', 11: '<q', 12: '<d'}   # fixed-size value types
@@ -311,7 +312,13 @@ def token_text(tok, i:int) -> str:
     return tok.decode(ref + [i])[len(tok.decode(ref)):]
 
 def surface_ids(tok, forms=FORMS) -> dict[str, list[int]]:
-    "Every vocabulary id whose text, stripped of whitespace, is a yes or a no form."
+    "Every vocabulary id whose text, stripped of whitespace, is a yes or a no form (kept on the tokenizer: it does not depend on the template)."
+    key = (len(tok), tuple((k, tuple(v)) for k, v in forms.items()))
+    memo = tok.__dict__.setdefault('_surface_ids', {})
+    if key not in memo: memo[key] = _surface_ids(tok, forms)
+    return {k: list(v) for k, v in memo[key].items()}
+
+def _surface_ids(tok, forms):
     want = {f: k for k, fs in forms.items() for f in fs}
     out = {k: [] for k in forms}
     for s, i in tok.get_vocab().items():
@@ -322,16 +329,21 @@ def surface_ids(tok, forms=FORMS) -> dict[str, list[int]]:
     return {k: sorted(v) for k, v in out.items()}
 
 # %% ../nbs/foundation/02_tokens.ipynb #3ee8d60f
-def join_answer(tok, prompt:str, answer:str) -> tuple[list[int], list[int]]:
-    "Ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced (empty unless they merge)."
-    base, full = tok(prompt).input_ids, tok(prompt + answer).input_ids
+def encoded_join(encode, # text -> ids, special tokens included as the encoder adds them
+                 specials:set, # ids an encoder may append to every encoding
+                 prompt:str, answer:str) -> tuple[list[int], list[int]]:
+    "With any encoder: ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced."
+    base, full = encode(prompt), encode(prompt + answer)
     n = 0
     while n < min(len(base), len(full)) and base[n] == full[n]: n += 1
-    specials = set(tok.all_special_ids)
     def strip(ids):                     # a tokenizer may append an end token to every encoding
         while ids and ids[-1] in specials: ids = ids[:-1]
         return ids
-    return strip(full[n:]), strip(base[n:])
+    return strip(list(full[n:])), strip(list(base[n:]))
+
+def join_answer(tok, prompt:str, answer:str) -> tuple[list[int], list[int]]:
+    "Ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced (empty unless they merge)."
+    return encoded_join(lambda s: tok(s).input_ids, set(tok.all_special_ids), prompt, answer)
 
 def answer_tokens(tok, prompt:str, answer:str) -> list[int]:
     "Ids that `answer` adds when appended to `prompt` (raises if the two merge across the boundary)."
@@ -491,10 +503,11 @@ class Probe:
     join_rule: str = ''                   # what decided the join: the chat template, the preset, the last-token rule or --join
     notes: list[str] = field(default_factory=list)   # disagreements, scaffolding, forms that are not single tokens
     chat: dict|None = None                # for a chat template: where it was found, the settings used, the scaffolding
+    choice: str = ''                      # which template was used and why (the command line's choice)
 
     def to_dict(self) -> dict:
         "A JSON-ready summary (template snapshot included)."
-        return dict(tokenizer=self.tokenizer, template=asdict(self.template), answer_sep=self.template.sep, join_rule=self.join_rule,
+        return dict(tokenizer=self.tokenizer, template=asdict(self.template), template_choice=self.choice, answer_sep=self.template.sep, join_rule=self.join_rule,
                     notes=list(self.notes), chat=self.chat, question=self.question, vocab_size=self.vocab_size, derived=self.derived,
                     surface=self.surface, texts={str(k): v for k, v in self.texts.items()},
                     answers=self.answers.assign(ids=self.answers.ids.map(list)).to_dict('records'))
@@ -563,6 +576,7 @@ def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
 def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
     "A human-readable probe report."
     lines = [f'tokenizer: {pr.tokenizer} ({pr.vocab_size} tokens)', f'template:  {pr.template.name}: {pr.template.text!r}']
+    if pr.choice: lines.append(f'template chosen: {pr.choice}')
     if pr.chat: lines.append(f"chat template: {pr.chat['source']}; settings {pr.chat['settings'] or 'none'}; scaffolding before the answer {pr.chat['scaffold']!r}")
     lines += [f'answer joins the prompt with {pr.template.sep!r}, decided by {pr.join_rule or "the template"}', '',
               'answer position (ids each form adds; a merge lists the prompt tokens it replaced):', pr.answers.to_string(index=False), '', 'surface forms in the vocabulary:']
@@ -574,3 +588,50 @@ def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
     if pr.notes: lines += ['', 'notes:', *(f'  - {n}' for n in pr.notes)]
     if check is not None: lines += ['', 'checked id set:', check.to_string(index=False)]
     return '\n'.join(lines)
+
+# %% ../nbs/foundation/02_tokens.ipynb #4a871d78
+def plain_encoders(src:str|os.PathLike, gguf_file:str|None=None) -> dict[str, tuple]:
+    "Two readers independent of the probe, as `{name: (encode, special ids)}`: `tokenizers` on `tokenizer.json` (a GGUF file: on transformers' conversion), and `AutoTokenizer` itself."
+    from tokenizers import Tokenizer
+    if gguf_file:
+        from transformers import AutoTokenizer
+        auto = AutoTokenizer.from_pretrained(str(src), gguf_file=gguf_file)      # transformers' own GGUF reader (it imports torch)
+        plain = Tokenizer.from_str(auto.backend_tokenizer.to_str())
+    else: auto, plain = auto_tokenizer(str(src)), Tokenizer.from_file(str(Path(src)/'tokenizer.json'))
+    specials = {i for i, t in plain.get_added_tokens_decoder().items() if t.special}
+    return {'tokenizers': (lambda s: plain.encode(s).ids, specials), 'AutoTokenizer': (lambda s: auto(s).input_ids, set(auto.all_special_ids))}
+
+def parity(pr:Probe, encoders:dict[str, tuple]) -> pd.DataFrame:
+    "For each answer form at the probe's join: the ids the probe derived and the ids each reader in `encoders` gives for prompt and prompt + answer."
+    prompt, rows = pr.template.render(pr.question), []
+    for r in pr.answers[pr.answers.used].itertuples():
+        row = dict(form=r.form, joining=r.joining, probe=tuple(r.ids))
+        for name, (encode, specials) in encoders.items(): row[name] = tuple(encoded_join(encode, specials, prompt, literal_eval(r.joining))[0])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    return out.assign(agree=[all(r[n] == r.probe for n in encoders) for _, r in out.iterrows()])
+
+# %% ../nbs/foundation/02_tokens.ipynb #1d408dd0
+def parity_templates(tok) -> dict[str, str|Template]:
+    "The templates parity is checked under: LLaVA-1.5's, the tokenizer's own chat template, one ending in a space, one ending in a special token."
+    end = tok.eos_token or tok.bos_token
+    out = {'llava15': 'llava15', 'chat template': 'chat' if chat_template_of(tok)[0] else None,
+           'ends in a space': Template('ends-in-space', 'Question: {question}\nAnswer: '),
+           'ends in a special token': Template('ends-in-special', f'Question: {{question}}{end}') if end else None}
+    return {k: v for k, v in out.items() if v is not None}
+
+def parity_rows(name:str, tok, encoders:dict[str, tuple]) -> list[dict]:
+    "For each parity template: the join, the derived ids, and how many answer forms each reader in `encoders` agrees on (a template the probe refuses: why)."
+    rows = []
+    for label, t in parity_templates(tok).items():
+        try: pr = probe(tok, t, name=name)
+        except InputError as e:
+            rows.append(dict(vocabulary=name, template=label, refused=e.msg[:90])); continue
+        p = parity(pr, encoders)
+        rows.append(dict(vocabulary=name, template=label, join=repr(pr.template.sep), yes=pr.derived['yes'], no=pr.derived['no'],
+                         **{n: f'{(p[n] == p.probe).sum()}/{len(p)}' for n in encoders}))
+    return rows
+
+def parity_table(vocabularies:dict[str, tuple]) -> pd.DataFrame:
+    "`parity_rows` for each vocabulary `{name: (folder, GGUF file name or None)}`, read by `load_tokenizer` and by `plain_encoders`."
+    return pd.DataFrame([r for name, (src, gguf) in vocabularies.items() for r in parity_rows(name, load_tokenizer(src, gguf), plain_encoders(src, gguf))])
