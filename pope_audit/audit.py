@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .core import InputError, atomic_write, note
-from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids
+from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids, load_tokenizer
 from .readouts import READOUTS
 from .scoring import read_records, predictions, score_predictions
 from .models import family_for, _model_config, _processor, chat_prompt
@@ -129,8 +129,7 @@ def manifest_probe(man:dict) -> tuple[Probe, object]:
     pr = Probe(p['tokenizer'], Template(t['name'], t['text'], t.get('answer_sep')), p['question'], pd.DataFrame(p.get('answers', [])),
                p['surface'], p['derived'], p['vocab_size'], {int(k): v for k, v in p.get('texts', {}).items()})
     try:
-        from transformers import AutoTokenizer
-        tok = AutoTokenizer.from_pretrained(man['identity']['model'])
+        tok = load_tokenizer(man['identity']['model'])
     except Exception: tok = None
     return pr, tok
 

@@ -419,6 +419,7 @@ def cmd_lint(a):
     "`pope-audit lint`: the yes/no readout in evaluation code, checked against the model's tokenizer and template."
     from pope_audit.lint import lint
     tok, template, join = probe_setup(a)
+    for said in getattr(tok, 'load_notes', []): note(f'note: {said}')     # how transformers built the tokenizer, in one line
     r = lint(a.paths, tok, template, a.exclude or (), name=a.tokenizer, join=join)
     print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
     if r.exit_code(a.strict): sys.exit(r.exit_code(a.strict))

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 import pope_audit
-from .core import InputError, atomic_write, quiet_libraries
-from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer
+from .core import InputError, atomic_write, quiet_libraries, note
+from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note
 from .family import (Encoded, expand_image_token, Family, FAMILIES, register_family, QUANTIZATIONS, DTYPES, bnb_config,
                                bnb_4bit_config, chat_prompt, PROMPT_PRESETS)   # the interface every family implements, re-exported here
 
@@ -330,7 +330,10 @@ def load_adapter(src:str, # hub id or local folder
     except ValueError as e:
         if f'attn_implementation="{attn_implementation}"' not in str(e): raise
         raise InputError(f'attention implementation {attn_implementation!r} is not one this model supports (e.g. sdpa, eager)', field='attn_implementation') from None
-    return cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
+    fam = cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
+    if said := class_note(str(src), fam.tokenizer):          # the config's class contradicts tokenizer.json: transformers followed the file
+        fam.probe.notes.insert(0, said); note(f'note: {said}')
+    return fam
 
 # %% ../nbs/models/05_models.ipynb #5d8f7d5d
 def quantization_in_effect(model) -> dict:
