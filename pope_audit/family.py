@@ -77,7 +77,7 @@ class Family:
     def choose_template(cls, processor, template=None, model_type:str='') -> tuple[Template, str]:
         "The prompt template and why: `template` as given, else the model's own chat template where it places the image, else the family's preset."
         preset = f"the family's preset {cls.default_template!r}"
-        try: own, source = chat_template_of(processor)
+        try: own, source = chat_template_of(processor, choose='give the template with --template or --template-file')
         except InputError as e:
             if template is None: raise
             own = None                                           # named templates without a default: the given template decides

@@ -389,7 +389,7 @@ def _one_line(e:Exception) -> str: return f'{type(e).__name__}: ' + ((str(e).str
 
 def _tokenizer_of(obj): return getattr(obj, 'tokenizer', None) or obj          # a processor holds its tokenizer
 
-def chat_template_of(obj, name:str|None=None) -> tuple[str|None, str|None]:
+def chat_template_of(obj, name:str|None=None, choose:str='choose one with --chat-template NAME') -> tuple[str|None, str|None]:
     "A tokenizer's or processor's chat template and where it came from, chosen as transformers chooses (`name`, else `'default'`); `(None, None)` if it has none."
     for o in (obj, _tokenizer_of(obj)):
         t = _named(getattr(o, 'chat_template', None))
@@ -397,7 +397,7 @@ def chat_template_of(obj, name:str|None=None) -> tuple[str|None, str|None]:
         source, names = getattr(o, 'chat_template_source', None) or f'{type(o).__name__}.chat_template', ', '.join(sorted(t))
         if name is not None and name not in t: raise InputError(f'no chat template named {name!r} in {source} (its templates: {names})', field='chat-template')
         if name is None and 'default' not in t:       # transformers refuses too: it never guesses among named templates
-            raise InputError(f'{source} holds named chat templates and none named default: choose one with --chat-template NAME ({names})', field='chat-template')
+            raise InputError(f'{source} holds named chat templates and none named default: {choose} ({names})', field='chat-template')
         return t[name or 'default'], source if (name or 'default') == 'default' else f'{source} [{name}]'
     if name is not None: raise InputError(f'--chat-template {name}: this tokenizer has no chat template', field='chat-template')
     return None, None

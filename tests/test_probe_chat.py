@@ -432,3 +432,14 @@ def test_run_manifest_says_which_template_and_why(tiny_dirs, shared, pope, tmp_p
     assert code == 0 and man['identity']['template']['text'] == own + '\n'
     assert "warning: the template differs from the model's own chat template only at its end: it ends '\\n' where the model's own ends ''" in err
     assert man['template_choice'].startswith('given (--template); warning: the template differs')
+
+
+def test_run_refuses_named_templates_without_default(toks):
+    "The runner, like the probe, never guesses among named chat templates; a given template decides."
+    from pope_audit.family import Family
+    class Llava(Family): family, image_token, default_template = 'llava-test', '<image>', 'llava15'
+    tok = load_tokenizer(toks['qwen3'].name_or_path)
+    tok.chat_template = {'rag': LLAVA_HF, 'tool_use': LLAVA_HF}
+    with pytest.raises(InputError, match=r'none named default: give the template with --template or --template-file \(rag, tool_use\)'):
+        Llava.choose_template(tok)
+    assert Llava.choose_template(tok, 'llava15')[1] == 'given (--template)'
