@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .core import InputError, atomic_write, note
-from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids
+from .tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids, load_tokenizer
 from .readouts import READOUTS
 from .scoring import read_records, predictions, score_predictions
 from .models import family_for, _model_config, _processor, chat_prompt
@@ -57,7 +57,8 @@ def model_probe(src:str, # hub id or local folder
     proc = _processor(str(src), cfg.model_type, revision)
     tok = getattr(proc, 'tokenizer', proc)
     if cls.family == 'generic': template = chat_prompt(proc, cfg.model_type, template)   # the processor's chat template places the image
-    return probe(tok, template or cls.default_template, name=str(src)), tok
+    else: template = cls.choose_template(proc, template, cfg.model_type)[0]            # as the run will: the model's own chat template first
+    return probe(tok, template, name=str(src)), tok
 
 def transfer_check(pr:Probe, tok=None, model:str|None=None) -> pd.DataFrame:
     "Every transferred id: the readout it belongs to, what it names here, its verdict, and the set's verdict."
@@ -137,8 +138,7 @@ def manifest_probe(man:dict) -> tuple[Probe, object]:
     pr = Probe(p['tokenizer'], Template(t['name'], t['text'], t.get('answer_sep')), p['question'], pd.DataFrame(p.get('answers', [])),
                p['surface'], p['derived'], p['vocab_size'], {int(k): v for k, v in p.get('texts', {}).items()})
     try:
-        from transformers import AutoTokenizer
-        tok = AutoTokenizer.from_pretrained(man['identity']['model'])
+        tok = load_tokenizer(man['identity']['model'])
     except Exception: tok = None
     return pr, tok
 

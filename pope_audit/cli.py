@@ -9,10 +9,10 @@ from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
 
 # %% auto #0
-__all__ = ['RUN_FLAGS', 'parse_ids', 'probe_setup', 'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv',
-           'read_config', 'run_config', 'LOG_QUIET', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads',
-           'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'parser', 'out_path',
-           'check_environment', 'main']
+__all__ = ['RUN_FLAGS', 'parse_ids', 'read_template_file', 'given_template', 'probe_setup', 'cmd_probe', 'cmd_score',
+           'whole_counts', 'write_results', 'parse_kv', 'read_config', 'run_config', 'LOG_QUIET', 'cmd_run',
+           'cmd_reconstruct', 'cmd_report', 'auto_threads', 'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit',
+           'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'check_environment', 'main']
 
 # %% ../nbs/interface/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -27,12 +27,45 @@ def parse_ids(spec:str) -> dict[str, list[int]]:
         return ids
     except ValueError: raise InputError(f'--ids must be llava-two, llava-eight or YES,IDS/NO,IDS (got {spec!r})', field='ids') from None
 
+def read_template_file(path:str) -> str:
+    "A `--template-file` as its text, byte for byte (a leading byte-order mark aside): UTF-8, with exactly one `{question}`."
+    from pope_audit.core import input_file, decode_line
+    p = input_file(path, 'template file')
+    text = ''.join(decode_line(l, p, i) for i, l in enumerate(p.read_bytes().splitlines(keepends=True), 1))
+    if (n := text.count('{question}')) != 1: raise InputError(f'a template needs exactly one {{question}} slot, found {n}', p, field='template-file')
+    return text
+
+def given_template(a):
+    "The template the command line gives: `--template` as typed, `--template-file` as a `Template` read byte for byte, or None; both at once is refused."
+    from pope_audit.tokens import Template
+    if getattr(a, 'template_file', None) is None: return a.template
+    if a.template is not None: raise InputError('--template and --template-file each give the template: give one of them', field='template-file')
+    return Template('file', read_template_file(a.template_file), source=a.template_file)
+
 def probe_setup(a) -> tuple:
-    "The tokenizer, template and join that `probe` and `lint` take from `--tokenizer`, `--gguf-file`, `--template` and `--join`."
-    from pope_audit.tokens import load_tokenizer, chat_template_of, check_join
+    "The tokenizer, template and join that `probe` and `lint` take from `--tokenizer`, `--gguf-file`, `--template`, `--template-file`, `--chat-template` and `--join`; the choice is in `tok.template_choice`."
+    from pope_audit.tokens import load_tokenizer, chat_template_of, check_join, get_template, chat_prompt, trailing_difference
     join = None if a.join is None else check_join(a.join)       # refused before the tokenizer loads
+    given, name = given_template(a), a.chat_template
+    if name is not None and given not in (None, 'chat'):
+        raise InputError("--chat-template chooses among the tokenizer's own chat templates: give it without --template, or with --template chat", field='chat-template')
     tok = load_tokenizer(a.tokenizer, a.gguf_file)
-    template = a.template or ('chat' if chat_template_of(tok)[0] else 'llava15')     # the model's own chat template when it has one
+    try: own, source = chat_template_of(tok, name)               # named templates and no default: refused, the names listed
+    except InputError:
+        if given in (None, 'chat'): raise
+        own = None                                                # a given template decides; the model's own is only compared
+    if own: tok.chat_template, tok.chat_template_source = own, source    # the one chosen is the one the probe renders
+    flag = '--template-file ' + a.template_file if getattr(a, 'template_file', None) else f'--template {given}' if given else ''
+    if given is None: template, why = ('chat', f"the tokenizer's own chat template ({source}), the default when it has one") if own else (
+                                       'llava15', "LLaVA-1.5's preset, the default when the tokenizer has no chat template")
+    else: template, why = given, f'given ({flag})' + (f', the chat template named {name!r}' if name else '')
+    if given not in (None, 'chat') and own:
+        try: diff = trailing_difference(get_template(given).text, chat_prompt(tok).template.text)
+        except InputError: diff = None
+        if diff:
+            note(f'warning: {diff}')
+            why += f'; warning: {diff}'
+    tok.template_choice = why
     return tok, template, join
 
 def cmd_probe(a):
@@ -40,6 +73,7 @@ def cmd_probe(a):
     from pope_audit.tokens import probe, check_ids, probe_text
     tok, template, join = probe_setup(a)
     pr = probe(tok, template, a.question, name=a.tokenizer + (f' ({a.gguf_file})' if a.gguf_file else ''), join=join)
+    pr.choice = tok.template_choice
     chk = check_ids(pr, parse_ids(a.ids), tok) if a.ids else None
     if a.json: return dict(probe=pr.to_dict(), check=None if chk is None else chk.to_dict('records'))
     print(probe_text(pr, chk))
@@ -230,6 +264,8 @@ def run_config(a) -> 'RunConfig':
     from pope_audit.runconfig import from_settings, check_machine
     if twice := _given_twice(getattr(a, '_argv', None)): raise InputError(f'{twice} is given twice; give it once', field=twice.lstrip('-'))
     given = {k: getattr(a, f) for f, k in RUN_FLAGS.items() if getattr(a, f, None) is not None}
+    if (t := given_template(a)) is not None and not isinstance(t, str):
+        given['template'] = t.text.replace('\\', '\\\\')    # unescape reads it back byte for byte: only a typed template's \\n means a newline
     s = {**read_config(a.config), **given}
     if a.model_args: s['model_args'] = {**s.get('model_args', {}), **parse_kv(a.model_args)}
     if a.load_in_4bit: s['quantization'] = s.get('quantization') or 'nf4'
@@ -417,6 +453,7 @@ def cmd_lint(a):
     "`pope-audit lint`: the yes/no readout in evaluation code, checked against the model's tokenizer and template."
     from pope_audit.lint import lint
     tok, template, join = probe_setup(a)
+    for said in getattr(tok, 'load_notes', []): note(f'note: {said}')     # how transformers built the tokenizer, in one line
     r = lint(a.paths, tok, template, a.exclude or (), name=a.tokenizer, join=join)
     print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
     if r.exit_code(a.strict): sys.exit(r.exit_code(a.strict))
@@ -482,6 +519,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
     s.add_argument('--template', help=f"chat (the tokenizer's own chat template), a preset ({', '.join(TEMPLATES)}) or a string with {{question}} "
                    '(default: chat when the tokenizer has one, else llava15)')
+    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
+    s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
     s.add_argument('--question', default='Is there a dog in the image?', help='the question the probe renders')
     s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: the chat template's rendering, the preset's, or the last-token rule)")
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
@@ -506,7 +545,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--benchmark', choices=list(BENCHMARK_NAMES), help='the benchmark the questions are (default: detected from the question files)')
     s.add_argument('--out', required=True, help='output folder (made if missing; resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
-    s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the family's)")
+    s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the model's own chat template where it places the image, else the family's preset)")
+    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
     s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype (default: float16 on a GPU or quantised, else float32)')
     s.add_argument('--quantization', choices=list(QUANTIZATIONS), help='bitsandbytes quantisation (default: none)')
     s.add_argument('--load-in-4bit', action='store_true', help='shorthand for --quantization nf4 (the paper\'s setting)')
@@ -558,6 +598,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
     s.add_argument('--template', help="chat (the tokenizer's own chat template), a preset or a string with {question} "
                                       "(default: chat when the tokenizer has one, else llava15; as probe)")
+    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
+    s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
     s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: as probe derives it)")
     s.add_argument('--exclude', action='append', metavar='GLOB', help='skip paths matching this glob (repeatable)')
     s.add_argument('--strict', action='store_true', help='suspect finds (ids lint cannot see) fail too')

@@ -8,12 +8,12 @@ import copy, json
 from dataclasses import dataclass, field
 import torch
 from fastcore.basics import patch
-from .core import InputError
-from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape
+from .core import InputError, note
+from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, chat_template_of, trailing_difference
 
 # %% auto #0
-__all__ = ['FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'register_family', 'bnb_config',
-           'bnb_4bit_config']
+__all__ = ['PROMPT_PRESETS', 'FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt',
+           'register_family', 'bnb_config', 'bnb_4bit_config']
 
 # %% ../nbs/models/05a_family.ipynb #ae63e21c
 @dataclass
@@ -58,7 +58,8 @@ class Family:
         self.settings = {**self.options, **options}
         self.model, self.processor = model, processor
         self.tokenizer = getattr(processor, 'tokenizer', processor)
-        self.template = get_template(template or self.default_template)
+        self.template, self.template_choice = self.choose_template(processor, template)
+        if (warn := self.template_choice.partition('; warning: ')[2]): note(f'warning: {warn}')
         self.name = name or getattr(model, 'name_or_path', '') or self.family
         if self.image_token is not None:
             n = self.template.text.count(self.image_token)
@@ -72,12 +73,68 @@ class Family:
         eos = getattr(getattr(model, 'generation_config', None), 'eos_token_id', None)
         self.eos_ids = set([eos] if isinstance(eos, int) else (eos or [])) | ({self.tokenizer.eos_token_id} - {None})
 
+    @classmethod
+    def choose_template(cls, processor, template=None, model_type:str='') -> tuple[Template, str]:
+        "The prompt template and why: `template` as given, else the model's own chat template where it places the image, else the family's preset."
+        preset = f"the family's preset {cls.default_template!r}"
+        try: own, source = chat_template_of(processor, choose='give the template with --template or --template-file')
+        except InputError as e:
+            if template is None: raise
+            own = None                                           # named templates without a default: the given template decides
+        if template is not None:
+            t = get_template(template)
+            mine = cls._own_prompt(processor, model_type) if own else None
+            diff = trailing_difference(t.text, mine.text) if mine is not None else None
+            return t, 'given (--template)' + (f'; warning: {diff}' if diff else '')
+        if not own: return get_template(cls.default_template), f'{preset}: the model carries no chat template'
+        mine = cls._own_prompt(processor, model_type)
+        if mine is None: return get_template(cls.default_template), f'{preset}: the model\'s own chat template ({source}) cannot render one image and a question'
+        if cls.image_token is not None and mine.text.count(cls.image_token) != 1:
+            return get_template(cls.default_template), f'{preset}: the model\'s own chat template ({source}) does not place {cls.image_token!r} once'
+        return mine, f"the model's own chat template ({source})"
+
+    @classmethod
+    def _own_prompt(cls, processor, model_type) -> Template|None:
+        try: return chat_prompt(processor, model_type or cls.family)
+        except InputError: return None
+
     def _image_token_id(self) -> int:
         t = self.image_token
         i = self.tokenizer.convert_tokens_to_ids(t)
         if i is None or i == self.tokenizer.unk_token_id or t not in self.tokenizer.get_vocab():
             raise InputError(f'the processor has no image token {t!r}', field='image_token')
         return i
+
+# %% ../nbs/models/05a_family.ipynb #9f02949d
+# processors with no chat template: where the image goes ({image}: the processor's placeholder)
+PROMPT_PRESETS = {'paligemma': '{image}{question}'}
+
+def chat_prompt(processor, # the model's processor (or a tokenizer)
+                model_type:str, # `config.model_type`
+                template:str|None=None, # an override with `{question}` (and `{image}`: the processor's placeholder)
+                single_word:bool=True, # append lmms-eval's POPE instruction to the question
+               ) -> Template:
+    "The prompt template one image and one question get from the processor's chat template (or `template`, or the architecture's preset)."
+    post = SINGLE_WORD if single_word else ''
+    tmpl, source = (None, None) if template is not None else chat_template_of(processor)   # a given template wins, named ones or not
+    if template is None and not tmpl: template = PROMPT_PRESETS.get(model_type)
+    if template is not None:
+        if '{question}' not in template: raise InputError(f'a template needs a {{question}} slot: {template!r}', field='template')
+        name = f'{model_type}-preset' if template == PROMPT_PRESETS.get(model_type) else 'custom'
+        image = getattr(processor, 'image_token', None) or '<image>'
+        return Template(name, unescape(template).replace('{image}', image).replace('{question}', '{question}' + post))
+    if not tmpl:
+        raise InputError(f'the processor has no chat template and {model_type!r} has no preset: give a template with {{image}} and {{question}}', field='chat_template')
+    renderer = processor if hasattr(processor, 'apply_chat_template') else processor.tokenizer
+    def render(q):
+        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
+        try: return renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False)
+        except Exception as e:
+            raise InputError(f'the chat template cannot render one image and a question ({type(e).__name__}: {str(e).splitlines()[0][:160]})', field='chat_template') from None
+    t = render('{question}')
+    if t.count('{question}') != 1 or render('Is there a dog?') != t.replace('{question}', 'Is there a dog?'):
+        raise InputError('the chat template does not keep the question text as given', field='chat_template')
+    return Template(f'chat-template:{model_type}', t, source=source)
 
 # %% ../nbs/models/05a_family.ipynb #4a47d7a1
 @patch(as_prop=True)

@@ -188,7 +188,7 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
         ident = run_identity(family, cfg, questions, hashes)
         manifest = dict(schema='pope-audit/run/2', identity=ident, run_id=identity_hash(ident), config=dataclasses.asdict(cfg), environment={**environment(cfg), 'world_size': w.size},
                         images=hashes, started=_now(), finished=None, status='running', questions=len(questions),
-                        prompt_example=family.prompt(questions.question.iloc[0]), probe=family.probe.to_dict(),
+                        prompt_example=family.prompt(questions.question.iloc[0]), template_choice=family.template_choice, probe=family.probe.to_dict(),
                         engine_features=dict(family.features))   # which engine features ran (a generic-family model: those the suite proved)
         if old is not None:
             if diffs := diff(old['identity'], ident):

@@ -11,16 +11,16 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 import pope_audit
-from .core import InputError, atomic_write, quiet_libraries
-from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape
+from .core import InputError, atomic_write, quiet_libraries, note
+from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note
 from .family import (Encoded, expand_image_token, Family, FAMILIES, register_family, QUANTIZATIONS, DTYPES, bnb_config,
-                               bnb_4bit_config)   # the interface every family implements, re-exported here
+                               bnb_4bit_config, chat_prompt, PROMPT_PRESETS)   # the interface every family implements, re-exported here
 
 
 # %% auto #0
-__all__ = ['ENGINE_FEATURES', 'CATALOGUE', 'PROMPT_PRESETS', 'load_ports', 'family_for', 'Llava15', 'LlavaNext', 'QwenParts',
-           'Qwen2VL', 'InstructBlip', 'no_video_processor', 'proven_features', 'chat_prompt', 'Generic', 'catalogue',
-           'write_catalogue', 'load_adapter', 'quantization_in_effect', 'module_dtypes']
+__all__ = ['ENGINE_FEATURES', 'CATALOGUE', 'load_ports', 'family_for', 'Llava15', 'LlavaNext', 'QwenParts', 'Qwen2VL',
+           'InstructBlip', 'no_video_processor', 'proven_features', 'Generic', 'catalogue', 'write_catalogue',
+           'load_adapter', 'quantization_in_effect', 'module_dtypes']
 
 # %% ../nbs/models/05_models.ipynb #66c31a5a
 def load_ports():
@@ -183,7 +183,6 @@ def no_video_processor():
 # the engine features a family may be proven for
 ENGINE_FEATURES = ('prefix', 'batching', 'attention')
 CATALOGUE = Path(pope_audit.__file__).parent/'assets'/'families.json'   # written by the family suite (tests/test_family_suite.py)
-PROMPT_PRESETS = {'paligemma': '{image}{question}'}   # processors with no chat template: where the image goes ({image}: the processor's placeholder)
 _TOKENWISE = ('mm_token_type_ids', 'token_type_ids', 'cross_attention_mask')   # processor outputs aligned with the prompt's tokens
 
 def proven_features() -> dict[str, dict]:
@@ -191,30 +190,6 @@ def proven_features() -> dict[str, dict]:
     entries = json.loads(CATALOGUE.read_text()) if CATALOGUE.exists() else []
     return {t: e for e in entries if e['kind'] == 'generic' for t in e['model_types']}
 
-def chat_prompt(processor, # the model's processor
-                model_type:str, # `config.model_type`
-                template:str|None=None, # an override with `{question}` (and `{image}`: the processor's placeholder)
-                single_word:bool=True, # append lmms-eval's POPE instruction to the question
-               ) -> Template:
-    "The prompt template one image and one question get from the processor's chat template (or `template`, or the architecture's preset)."
-    post = SINGLE_WORD if single_word else ''
-    if template is None and not getattr(processor, 'chat_template', None): template = PROMPT_PRESETS.get(model_type)
-    if template is not None:
-        if '{question}' not in template: raise InputError(f'a template needs a {{question}} slot: {template!r}', field='template')
-        name = f'{model_type}-preset' if template == PROMPT_PRESETS.get(model_type) else 'custom'
-        image = getattr(processor, 'image_token', None) or '<image>'
-        return Template(name, unescape(template).replace('{image}', image).replace('{question}', '{question}' + post))
-    if not getattr(processor, 'chat_template', None):
-        raise InputError(f'the processor has no chat template and {model_type!r} has no preset: give a template with {{image}} and {{question}}', field='chat_template')
-    def render(q):
-        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
-        try: return processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-        except Exception as e:
-            raise InputError(f'the chat template cannot render one image and a question ({type(e).__name__}: {str(e).splitlines()[0][:160]})', field='chat_template') from None
-    t = render('{question}')
-    if t.count('{question}') != 1 or render('Is there a dog?') != t.replace('{question}', 'Is there a dog?'):
-        raise InputError('the chat template does not keep the question text as given', field='chat_template')
-    return Template(f'chat-template:{model_type}', t)
 
 # %% ../nbs/models/05_models.ipynb #6376479c
 @register_family
@@ -226,6 +201,8 @@ class Generic(Family):
     def __init__(self, model, processor, template=None, name=None, **options):
         self.model_type, self.processor = model.config.model_type, processor
         super().__init__(model, processor, chat_prompt(processor, self.model_type, template, options.get('single_word', True)), name, **options)
+        if template is None: self.template_choice = (f"the model's own chat template ({self.template.source})" if self.template.source
+                                                     else f"the architecture's preset {self.template.name!r}: the processor has no chat template")
         feats = self.settings['features']
         if feats is None: feats = proven_features().get(self.model_type, {}).get('features', {})
         self.features = {k: bool(feats.get(k, False)) for k in ENGINE_FEATURES}
@@ -302,9 +279,9 @@ def write_catalogue(proofs:dict[str, dict], path=None) -> Path:
 
 # %% ../nbs/models/05_models.ipynb #aa70150a
 def _processor(src, model_type, revision):
-    from transformers import AutoProcessor, AutoTokenizer, AutoImageProcessor
-    if model_type == 'qwen2_vl':   # the full processor needs torchvision; the family needs only these two
-        return QwenParts(AutoTokenizer.from_pretrained(src, revision=revision), AutoImageProcessor.from_pretrained(src, revision=revision))
+    from transformers import AutoProcessor, AutoImageProcessor
+    if model_type == 'qwen2_vl':   # the full processor needs torchvision; the family needs only these two (the tokenizer with the processor's chat template)
+        return QwenParts(load_tokenizer(src, revision=revision), AutoImageProcessor.from_pretrained(src, revision=revision))
     try:
         with no_video_processor(): return AutoProcessor.from_pretrained(src, revision=revision)
     except Exception as e:
@@ -353,7 +330,10 @@ def load_adapter(src:str, # hub id or local folder
     except ValueError as e:
         if f'attn_implementation="{attn_implementation}"' not in str(e): raise
         raise InputError(f'attention implementation {attn_implementation!r} is not one this model supports (e.g. sdpa, eager)', field='attn_implementation') from None
-    return cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
+    fam = cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
+    if said := class_note(str(src), fam.tokenizer):          # the config's class contradicts tokenizer.json: transformers followed the file
+        fam.probe.notes.insert(0, said); note(f'note: {said}')
+    return fam
 
 # %% ../nbs/models/05_models.ipynb #5d8f7d5d
 def quantization_in_effect(model) -> dict:

@@ -4,52 +4,73 @@
 
 # %% ../nbs/foundation/02_tokens.ipynb #4eb7cc2f
 from __future__ import annotations
-import json, os, re, shutil, tempfile
+import json, os, re, sys
+from contextlib import contextmanager
 from ast import literal_eval
 from dataclasses import dataclass, field, asdict, replace
 from datetime import date
 from pathlib import Path
 import pandas as pd
-from .core import InputError, cache_dir, sha256_file, shared_dir
+from .core import InputError, atomic_write, cache_dir, sha256_file, shared_dir
 
 # %% auto #0
 __all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
-           'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_chat_templates', 'find_chat_template',
-           'load_tokenizer', 'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids',
-           'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'ChatPrompt',
-           'chat_prompt', 'Probe', 'probe', 'check_ids', 'probe_text']
+           'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_metadata', 'gguf_chat_templates',
+           'find_chat_template', 'gguf_without_torch', 'auto_tokenizer', 'class_note', 'load_tokenizer',
+           'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'encoded_join',
+           'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'trailing_difference',
+           'ChatPrompt', 'chat_prompt', 'Probe', 'probe', 'check_ids', 'probe_text', 'plain_encoders', 'parity',
+           'parity_templates', 'parity_rows', 'parity_table']
 
 # %% ../nbs/foundation/02_tokens.ipynb #c7a1f001
-_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # GGUF value types of fixed size
+_GGUF_FORMATS = {0: '<B', 1: '<b', 7: '<?', 2: '<H', 3: '<h', 4: '<I', 5: '<i', 6: '<f', 10: '<Q', 11: '<q', 12: '<d'}   # fixed-size value types
 
-def gguf_chat_templates(path:str|os.PathLike) -> dict[str, str]:
-    "The chat templates in a GGUF file's metadata: `tokenizer.chat_template` as `'default'`, `tokenizer.chat_template.NAME` as NAME."
+def _gguf_scan(path, string_arrays=()) -> tuple[dict, tuple[str, ...]]:
+    "Metadata and tensor names of a GGUF file: numbers and strings read, arrays of strings read only for `string_arrays` (else their length)."
     import mmap, struct
-    out = {}
     with open(path, 'rb') as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:   # a scan, not a parse: vocabularies are long arrays
         if m[:4] != b'GGUF': raise InputError('not a GGUF file', path)
-        pos = 24                                             # magic, version, tensor count
-        n_kv = struct.unpack_from('<Q', m, 16)[0]
+        n_tensors, n_kv = struct.unpack_from('<QQ', m, 8)
+        pos = 24                                             # magic, version, tensor count, key count
         def string():
             nonlocal pos
             n = struct.unpack_from('<Q', m, pos)[0]; pos += 8 + n
-            return m[pos - n:pos]
-        def skip(t):
+            return m[pos - n:pos].decode('utf-8')
+        def value(t, keep):
             nonlocal pos
-            if t == 8: string()
-            elif t == 9:
-                et, n = struct.unpack_from('<IQ', m, pos); pos += 12
-                if et in _GGUF_SIZES: pos += n * _GGUF_SIZES[et]
-                else:
-                    for _ in range(n): skip(et)
-            else: pos += _GGUF_SIZES[t]
+            if t in _GGUF_FORMATS:
+                v = struct.unpack_from(_GGUF_FORMATS[t], m, pos)[0]; pos += struct.calcsize(_GGUF_FORMATS[t]); return v
+            if t == 8: return string()
+            if t != 9: raise ValueError(f'GGUF metadata holds a value of type {t}')
+            et, n = struct.unpack_from('<IQ', m, pos); pos += 12
+            if et in _GGUF_FORMATS:
+                v = list(struct.unpack_from(f'<{n}{_GGUF_FORMATS[et][1]}', m, pos)); pos += n * struct.calcsize(_GGUF_FORMATS[et]); return v
+            if et != 8: raise ValueError(f'GGUF metadata holds an array of type {et}')
+            if keep: return [string() for _ in range(n)]
+            for _ in range(n): pos += 8 + struct.unpack_from('<Q', m, pos)[0]
+            return n
+        meta = {}
         for _ in range(n_kv):
-            key = string().decode('utf-8')
+            key = string()
             t = struct.unpack_from('<I', m, pos)[0]; pos += 4
-            if t == 8 and (key == 'tokenizer.chat_template' or key.startswith('tokenizer.chat_template.')):
-                out[key.removeprefix('tokenizer.chat_template').lstrip('.') or 'default'] = string().decode('utf-8')
-            else: skip(t)
-    return out
+            meta[key] = value(t, key in string_arrays)
+        names = []
+        for _ in range(n_tensors):                           # name, dimension count, dimensions, type and offset
+            names.append(string()); pos += 4 + 8 * struct.unpack_from('<I', m, pos)[0] + 12
+    return meta, tuple(names)
+
+def gguf_metadata(path:str|os.PathLike, # a GGUF file
+                  string_arrays=(), # keys whose arrays of strings are read whole (a vocabulary, merges); others give their length
+                 ) -> tuple[dict, tuple[str, ...]]:
+    "A GGUF file's metadata and tensor names as transformers' own GGUF reader returns them, read without torch."
+    meta, names = _gguf_scan(path, string_arrays)
+    if 'general.architecture' not in meta: raise ValueError(f'{path} has no `general.architecture` in its metadata.')
+    return meta, names
+
+def gguf_chat_templates(path:str|os.PathLike) -> dict[str, str]:
+    "The chat templates in a GGUF file's metadata: `tokenizer.chat_template` as `'default'`, `tokenizer.chat_template.NAME` as NAME."
+    return {k.removeprefix('tokenizer.chat_template').lstrip('.') or 'default': v for k, v in _gguf_scan(path)[0].items()
+            if k == 'tokenizer.chat_template' or k.startswith('tokenizer.chat_template.')}
 
 def _named(t) -> dict[str, str]:
     "A chat template as `{name: template}`: a string is the default, a list holds named ones (tokenizer_config.json)."
@@ -86,20 +107,64 @@ def find_chat_template(src:str|os.PathLike, gguf_file:str|None=None) -> tuple[di
     return {}, None
 
 # %% ../nbs/foundation/02_tokens.ipynb #67a007aa
-def _auto_tokenizer():
-    from transformers import AutoTokenizer     # its config code imports torch
-    return AutoTokenizer
+@contextmanager
+def gguf_without_torch():
+    "Within it transformers converts a GGUF vocabulary as always, reading the file with `gguf_metadata`: its own reader imports torch."
+    import importlib.util, types, transformers.integrations.gguf as pkg
+    name = pkg.__name__ + '.reader'
+    shim = types.ModuleType(name); shim.read_gguf_metadata = gguf_metadata
+    saved = sys.modules.get(name), pkg.__dict__.get('read_gguf_metadata')
+    sys.modules[name], pkg.read_gguf_metadata = shim, gguf_metadata
+    legacy = None
+    if importlib.util.find_spec('torch') is None:        # the older config path reads metadata with the gguf package: torch only gates it
+        import transformers.modeling_gguf_pytorch_utils as legacy
+        gate, legacy.is_torch_available = legacy.is_torch_available, lambda: True
+    try: yield
+    finally:
+        if legacy is not None: legacy.is_torch_available = gate
+        if saved[0] is None: sys.modules.pop(name, None)
+        else: sys.modules[name] = saved[0]
+        if saved[1] is None: pkg.__dict__.pop('read_gguf_metadata', None)
+        else: pkg.read_gguf_metadata = saved[1]
 
-def _saved_tokenizer(folder):
-    "A saved tokenizer, by the class its `tokenizer_config.json` names: the class alone loads no torch, where `AutoTokenizer` does."
-    import json, transformers
-    try: name = json.loads((Path(folder)/'tokenizer_config.json').read_text(encoding='utf-8')).get('tokenizer_class')
-    except (OSError, ValueError): name = None
-    cls = next((c for n in ([f'{name}Fast', name] if isinstance(name, str) and name else []) if (c := getattr(transformers, n, None)) is not None), None)
-    return (cls or _auto_tokenizer()).from_pretrained(str(folder))
+def auto_tokenizer(src:str, **kw):
+    "`AutoTokenizer.from_pretrained(src, **kw)` with transformers' own warnings off (`class_note` says in one line what they would)."
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf
+    old = hf.get_verbosity()
+    hf.set_verbosity_error()
+    try: return AutoTokenizer.from_pretrained(src, **kw)
+    finally: hf.set_verbosity(old)
 
-def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
-    "A Hugging Face tokenizer from a hub id, a folder, or a GGUF file (GGUF conversions are cached), with the chat template stored beside it."
+def _gguf_tokenizer(path:Path):
+    "The tokenizer transformers converts from a GGUF file, kept (pickled, so byte for byte the same object) by file hash and library versions."
+    import pickle, tokenizers, transformers
+    key = f'{sha256_file(path)[:16]}-transformers-{transformers.__version__}-tokenizers-{tokenizers.__version__}'
+    cached = cache_dir()/'tokenizers'/f'{key}.pickle'
+    if cached.is_file():
+        try: return pickle.loads(cached.read_bytes())
+        except Exception: pass                       # a cache written by another build: convert again
+    with gguf_without_torch(): tok = auto_tokenizer(str(path.parent), gguf_file=path.name)
+    atomic_write(cached, pickle.dumps(tok))           # converting Qwen2's 151,936 entries takes seconds; loading this, a fraction
+    return tok
+
+_SAME_CLASS = {'PreTrainedTokenizerFast': 'TokenizersBackend', 'PreTrainedTokenizer': 'TokenizersBackend'}   # transformers 5's names for one class
+
+def class_note(src:str, tok) -> str|None:
+    "One line when `tokenizer_config.json` names a class other than the one transformers built (it then follows `tokenizer.json`), else None."
+    try:
+        f = _model_file(src, 'tokenizer_config.json')
+        named = json.loads(f.read_text(encoding='utf-8')).get('tokenizer_class') if f else None
+    except (OSError, ValueError, AttributeError): return None
+    got = type(tok).__name__
+    norm = lambda n: _SAME_CLASS.get(n, n.removesuffix('Fast'))
+    if not isinstance(named, str) or norm(named) == norm(got): return None
+    import transformers
+    why = 'a class transformers does not have' if not any(hasattr(transformers, n) for n in (named, norm(named))) else 'which contradicts tokenizer.json'
+    return f'tokenizer class: tokenizer_config.json names {named}, {why}; transformers builds {got} from tokenizer.json, and so does this probe'
+
+def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None, revision:str|None=None):
+    "The tokenizer `AutoTokenizer.from_pretrained` builds from a hub id, a folder or a GGUF file (converted without torch), with the chat template stored beside it."
     src = str(src)
     if gguf_file is None and src.endswith('.gguf'): src, gguf_file = str(Path(src).parent), Path(src).name
     if gguf_file is None and Path(src).is_dir() and not any((Path(src)/n).exists() for n in ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')):
@@ -107,25 +172,20 @@ def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None):
         if len(ggufs) == 1: gguf_file = ggufs[0]
         elif ggufs: raise InputError(f'this folder holds {len(ggufs)} GGUF files ({", ".join(ggufs)}): name one with --gguf-file', src, field='tokenizer')
     try:
-        if gguf_file is None: tok = _saved_tokenizer(src) if Path(src).is_dir() else _auto_tokenizer().from_pretrained(src)
+        if gguf_file is None:
+            tok = auto_tokenizer(src, **({'revision': revision} if revision else {}))
+            notes = [n for n in [class_note(src, tok)] if n]
         else:
             path = Path(src)/gguf_file
             if not path.is_file(): raise FileNotFoundError(f'no such GGUF file: {path}')
-            cached = cache_dir()/'tokenizers'/sha256_file(path)[:16]
-            if cached.is_dir(): tok = _saved_tokenizer(cached)
-            else:
-                tok = _auto_tokenizer().from_pretrained(src, gguf_file=gguf_file)   # transformers' GGUF reader imports torch: once per file, then cached
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = Path(tempfile.mkdtemp(dir=cached.parent))
-                tok.save_pretrained(str(tmp))
-                try: os.replace(tmp, cached)            # another process may have won the race; either copy is the same
-                except OSError: shutil.rmtree(tmp, ignore_errors=True)
+            tok, notes = _gguf_tokenizer(path), []
         templates, where = find_chat_template(src, gguf_file)
     except InputError: raise
     except Exception as e:
         where = Path(src)/gguf_file if gguf_file else src
         raise InputError(f'cannot load tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})', where) from None
-    if templates:                                   # transformers reads neither a GGUF file's template nor a processor's
+    tok.load_notes = notes
+    if templates:                                   # transformers reads neither a GGUF file's named templates nor a processor's
         tok.chat_template = templates['default'] if list(templates) == ['default'] else templates
         tok.chat_template_source = where
     return tok
@@ -134,6 +194,7 @@ def shared_tokenizer(name:str='llama-spm'):
     "One of the real vocabularies in the shared folder: `'llama-spm'` or `'qwen2'` (GGUF), `'gemma-3'`, `'qwen3'` or `'llama-3.1'` (tokenizer.json)."
     d = shared_dir(required=True)/'tokenizers'/name
     return load_tokenizer(d/f'ggml-vocab-{name}.gguf' if (d/f'ggml-vocab-{name}.gguf').is_file() else d)
+
 
 # %% ../nbs/foundation/02_tokens.ipynb #fd792319
 # LLaVA-1.5's single-word instruction
@@ -251,7 +312,13 @@ def token_text(tok, i:int) -> str:
     return tok.decode(ref + [i])[len(tok.decode(ref)):]
 
 def surface_ids(tok, forms=FORMS) -> dict[str, list[int]]:
-    "Every vocabulary id whose text, stripped of whitespace, is a yes or a no form."
+    "Every vocabulary id whose text, stripped of whitespace, is a yes or a no form (kept on the tokenizer: it does not depend on the template)."
+    key = (len(tok), tuple((k, tuple(v)) for k, v in forms.items()))
+    memo = tok.__dict__.setdefault('_surface_ids', {})
+    if key not in memo: memo[key] = _surface_ids(tok, forms)
+    return {k: list(v) for k, v in memo[key].items()}
+
+def _surface_ids(tok, forms):
     want = {f: k for k, fs in forms.items() for f in fs}
     out = {k: [] for k in forms}
     for s, i in tok.get_vocab().items():
@@ -262,16 +329,21 @@ def surface_ids(tok, forms=FORMS) -> dict[str, list[int]]:
     return {k: sorted(v) for k, v in out.items()}
 
 # %% ../nbs/foundation/02_tokens.ipynb #3ee8d60f
-def join_answer(tok, prompt:str, answer:str) -> tuple[list[int], list[int]]:
-    "Ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced (empty unless they merge)."
-    base, full = tok(prompt).input_ids, tok(prompt + answer).input_ids
+def encoded_join(encode, # text -> ids, special tokens included as the encoder adds them
+                 specials:set, # ids an encoder may append to every encoding
+                 prompt:str, answer:str) -> tuple[list[int], list[int]]:
+    "With any encoder: ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced."
+    base, full = encode(prompt), encode(prompt + answer)
     n = 0
     while n < min(len(base), len(full)) and base[n] == full[n]: n += 1
-    specials = set(tok.all_special_ids)
     def strip(ids):                     # a tokenizer may append an end token to every encoding
         while ids and ids[-1] in specials: ids = ids[:-1]
         return ids
-    return strip(full[n:]), strip(base[n:])
+    return strip(list(full[n:])), strip(list(base[n:]))
+
+def join_answer(tok, prompt:str, answer:str) -> tuple[list[int], list[int]]:
+    "Ids from the first one that appending `answer` to `prompt` changes, and the prompt ids it replaced (empty unless they merge)."
+    return encoded_join(lambda s: tok(s).input_ids, set(tok.all_special_ids), prompt, answer)
 
 def answer_tokens(tok, prompt:str, answer:str) -> list[int]:
     "Ids that `answer` adds when appended to `prompt` (raises if the two merge across the boundary)."
@@ -317,12 +389,24 @@ def _one_line(e:Exception) -> str: return f'{type(e).__name__}: ' + ((str(e).str
 
 def _tokenizer_of(obj): return getattr(obj, 'tokenizer', None) or obj          # a processor holds its tokenizer
 
-def chat_template_of(obj, name:str='default') -> tuple[str|None, str|None]:
-    "A tokenizer's or processor's chat template (`name` among named ones) and where it came from; `(None, None)` if it has none."
+def chat_template_of(obj, name:str|None=None, choose:str='choose one with --chat-template NAME') -> tuple[str|None, str|None]:
+    "A tokenizer's or processor's chat template and where it came from, chosen as transformers chooses (`name`, else `'default'`); `(None, None)` if it has none."
     for o in (obj, _tokenizer_of(obj)):
         t = _named(getattr(o, 'chat_template', None))
-        if t: return t.get(name) or t.get('default') or next(iter(t.values())), getattr(o, 'chat_template_source', None) or f'{type(o).__name__}.chat_template'
+        if not t: continue
+        source, names = getattr(o, 'chat_template_source', None) or f'{type(o).__name__}.chat_template', ', '.join(sorted(t))
+        if name is not None and name not in t: raise InputError(f'no chat template named {name!r} in {source} (its templates: {names})', field='chat-template')
+        if name is None and 'default' not in t:       # transformers refuses too: it never guesses among named templates
+            raise InputError(f'{source} holds named chat templates and none named default: {choose} ({names})', field='chat-template')
+        return t[name or 'default'], source if (name or 'default') == 'default' else f'{source} [{name}]'
+    if name is not None: raise InputError(f'--chat-template {name}: this tokenizer has no chat template', field='chat-template')
     return None, None
+
+def trailing_difference(given:str, own:str) -> str|None:
+    "When two templates differ only in trailing whitespace, one line naming the difference; else None."
+    if given == own or given.rstrip() != own.rstrip(): return None
+    core = len(own.rstrip())
+    return f"the template differs from the model's own chat template only at its end: it ends {given[core:]!r} where the model's own ends {own[core:]!r}"
 
 def _common_prefix(a:str, b:str) -> str:
     n = 0
@@ -347,7 +431,7 @@ class ChatPrompt:
 
 _NO_CHAT = 'pass --template with a preset (pope-audit ls templates) or a string with {question}'
 
-def chat_prompt(obj, forms=FORMS, template_name:str='default') -> ChatPrompt:
+def chat_prompt(obj, forms=FORMS, template_name:str|None=None) -> ChatPrompt:
     "Render the chat template of `obj` (a tokenizer, a processor, or their folder): its generation prompt and how the answer joins it."
     if isinstance(obj, (str, os.PathLike)): obj = load_tokenizer(obj)
     tok = _tokenizer_of(obj)
@@ -419,10 +503,11 @@ class Probe:
     join_rule: str = ''                   # what decided the join: the chat template, the preset, the last-token rule or --join
     notes: list[str] = field(default_factory=list)   # disagreements, scaffolding, forms that are not single tokens
     chat: dict|None = None                # for a chat template: where it was found, the settings used, the scaffolding
+    choice: str = ''                      # which template was used and why (the command line's choice)
 
     def to_dict(self) -> dict:
         "A JSON-ready summary (template snapshot included)."
-        return dict(tokenizer=self.tokenizer, template=asdict(self.template), answer_sep=self.template.sep, join_rule=self.join_rule,
+        return dict(tokenizer=self.tokenizer, template=asdict(self.template), template_choice=self.choice, answer_sep=self.template.sep, join_rule=self.join_rule,
                     notes=list(self.notes), chat=self.chat, question=self.question, vocab_size=self.vocab_size, derived=self.derived,
                     surface=self.surface, texts={str(k): v for k, v in self.texts.items()},
                     answers=self.answers.assign(ids=self.answers.ids.map(list)).to_dict('records'))
@@ -438,9 +523,9 @@ def _ids_under(answers:pd.DataFrame, sep:str) -> str:
     return ', '.join(f"{r.joining} {' '.join(map(str, r.ids))} ({r.verdict})" for r in answers.itertuples() if literal_eval(r.joining) == sep + r.form)
 
 def probe(tok, template:str|Template='llava15', question:str='Is there a dog in the image?', forms=FORMS, name:str|None=None,
-          join:str|None=None) -> Probe:
-    "Probe `tok` under `template` (`'chat'`: its own chat template): answer-position ids, surface ids, and the derived readout set."
-    chat = chat_prompt(tok, forms) if template == 'chat' else None
+          join:str|None=None, chat_template:str|None=None) -> Probe:
+    "Probe `tok` under `template` (`'chat'`: its own chat template, the one named `chat_template` among named ones): answer-position ids, surface ids, and the derived readout set."
+    chat = chat_prompt(tok, forms, chat_template) if template == 'chat' else None
     t = chat.template if chat else get_template(template)
     prompt = t.render(question)
     last_sep, last_rule = last_token_join(tok, prompt)
@@ -455,7 +540,7 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
                             for f in fs for s in dict.fromkeys([sep, '' if sep else ' '])])
     use = answers[answers.used & answers.single]
     derived = {k: sorted({r.ids[0] for r in use.itertuples() if r.label == k}) for k in forms}
-    notes = list(chat.notes) if chat else []
+    notes = [*getattr(tok, 'load_notes', []), *(chat.notes if chat else [])]     # how the tokenizer was built, then the chat template's
     for who, s in joins.items():
         if s is not None and s != sep:
             notes.append(f'{who} would join with {s!r}, not {sep!r}: {sep!r} gives {_ids_under(answers, sep)}; '
@@ -491,6 +576,7 @@ def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
 def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
     "A human-readable probe report."
     lines = [f'tokenizer: {pr.tokenizer} ({pr.vocab_size} tokens)', f'template:  {pr.template.name}: {pr.template.text!r}']
+    if pr.choice: lines.append(f'template chosen: {pr.choice}')
     if pr.chat: lines.append(f"chat template: {pr.chat['source']}; settings {pr.chat['settings'] or 'none'}; scaffolding before the answer {pr.chat['scaffold']!r}")
     lines += [f'answer joins the prompt with {pr.template.sep!r}, decided by {pr.join_rule or "the template"}', '',
               'answer position (ids each form adds; a merge lists the prompt tokens it replaced):', pr.answers.to_string(index=False), '', 'surface forms in the vocabulary:']
@@ -502,3 +588,50 @@ def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
     if pr.notes: lines += ['', 'notes:', *(f'  - {n}' for n in pr.notes)]
     if check is not None: lines += ['', 'checked id set:', check.to_string(index=False)]
     return '\n'.join(lines)
+
+# %% ../nbs/foundation/02_tokens.ipynb #4a871d78
+def plain_encoders(src:str|os.PathLike, gguf_file:str|None=None) -> dict[str, tuple]:
+    "Two readers independent of the probe, as `{name: (encode, special ids)}`: `tokenizers` on `tokenizer.json` (a GGUF file: on transformers' conversion), and `AutoTokenizer` itself."
+    from tokenizers import Tokenizer
+    if gguf_file:
+        from transformers import AutoTokenizer
+        auto = AutoTokenizer.from_pretrained(str(src), gguf_file=gguf_file)      # transformers' own GGUF reader (it imports torch)
+        plain = Tokenizer.from_str(auto.backend_tokenizer.to_str())
+    else: auto, plain = auto_tokenizer(str(src)), Tokenizer.from_file(str(Path(src)/'tokenizer.json'))
+    specials = {i for i, t in plain.get_added_tokens_decoder().items() if t.special}
+    return {'tokenizers': (lambda s: plain.encode(s).ids, specials), 'AutoTokenizer': (lambda s: auto(s).input_ids, set(auto.all_special_ids))}
+
+def parity(pr:Probe, encoders:dict[str, tuple]) -> pd.DataFrame:
+    "For each answer form at the probe's join: the ids the probe derived and the ids each reader in `encoders` gives for prompt and prompt + answer."
+    prompt, rows = pr.template.render(pr.question), []
+    for r in pr.answers[pr.answers.used].itertuples():
+        row = dict(form=r.form, joining=r.joining, probe=tuple(r.ids))
+        for name, (encode, specials) in encoders.items(): row[name] = tuple(encoded_join(encode, specials, prompt, literal_eval(r.joining))[0])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    return out.assign(agree=[all(r[n] == r.probe for n in encoders) for _, r in out.iterrows()])
+
+# %% ../nbs/foundation/02_tokens.ipynb #1d408dd0
+def parity_templates(tok) -> dict[str, str|Template]:
+    "The templates parity is checked under: LLaVA-1.5's, the tokenizer's own chat template, one ending in a space, one ending in a special token."
+    end = tok.eos_token or tok.bos_token
+    out = {'llava15': 'llava15', 'chat template': 'chat' if chat_template_of(tok)[0] else None,
+           'ends in a space': Template('ends-in-space', 'Question: {question}\nAnswer: '),
+           'ends in a special token': Template('ends-in-special', f'Question: {{question}}{end}') if end else None}
+    return {k: v for k, v in out.items() if v is not None}
+
+def parity_rows(name:str, tok, encoders:dict[str, tuple]) -> list[dict]:
+    "For each parity template: the join, the derived ids, and how many answer forms each reader in `encoders` agrees on (a template the probe refuses: why)."
+    rows = []
+    for label, t in parity_templates(tok).items():
+        try: pr = probe(tok, t, name=name)
+        except InputError as e:
+            rows.append(dict(vocabulary=name, template=label, refused=e.msg[:90])); continue
+        p = parity(pr, encoders)
+        rows.append(dict(vocabulary=name, template=label, join=repr(pr.template.sep), yes=pr.derived['yes'], no=pr.derived['no'],
+                         **{n: f'{(p[n] == p.probe).sum()}/{len(p)}' for n in encoders}))
+    return rows
+
+def parity_table(vocabularies:dict[str, tuple]) -> pd.DataFrame:
+    "`parity_rows` for each vocabulary `{name: (folder, GGUF file name or None)}`, read by `load_tokenizer` and by `plain_encoders`."
+    return pd.DataFrame([r for name, (src, gguf) in vocabularies.items() for r in parity_rows(name, load_tokenizer(src, gguf), plain_encoders(src, gguf))])

@@ -14,6 +14,14 @@ def pytest_configure(config):
     tempfile.tempdir = None                  # recomputed from TMPDIR on next use
     _SAVED['root'] = root
 
+    config.addinivalue_line('markers', 'slow: minutes on a CPU; run with POPE_AUDIT_SLOW=1 (CI does, in its own step)')
+
+def pytest_collection_modifyitems(config, items):
+    "Tests marked slow are skipped, saying how to run them, unless POPE_AUDIT_SLOW=1."
+    if os.environ.get('POPE_AUDIT_SLOW') == '1': return
+    for item in items:
+        if 'slow' in item.keywords: item.add_marker(pytest.mark.skip(reason='slow: minutes on a CPU; run with POPE_AUDIT_SLOW=1'))
+
 def pytest_unconfigure(config):
     for var in ('TMPDIR', 'POPE_AUDIT_CACHE'):
         if _SAVED.get(var) is None: os.environ.pop(var, None)

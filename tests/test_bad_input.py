@@ -506,3 +506,46 @@ def test_question_without_image_names_it(tmp_path, capsys, shared):
                     '--images', tmp_path/'img', '--out', tmp_path/'out')
     assert code == 2 and "field 'image': question hallusion-VS-noimage/'VS/chart/0/0/0' and 177 more: has no image" in err, err
     assert 'leave its split out (--splits hallusion-VS hallusion-VD)' in err and not (tmp_path/'out').exists()
+@pytest.fixture
+def qwen3_named(shared, tmp_path):
+    "The Qwen3 vocabulary with two named chat templates and none named default."
+    import shutil
+    d = tmp_path/'named'
+    shutil.copytree(shared/'tokenizers/qwen3', d)
+    cfg = json.loads((d/'tokenizer_config.json').read_text())
+    cfg['chat_template'] = [{'name': 'rag', 'template': cfg['chat_template']}, {'name': 'tool_use', 'template': cfg['chat_template']}]
+    (d/'tokenizer_config.json').write_text(json.dumps(cfg))
+    return d
+
+
+def test_chat_template_names(capsys, shared, qwen3_named):
+    code, err = cli(capsys, 'probe', '--tokenizer', shared/'tokenizers/qwen3', '--chat-template', 'nope')
+    assert code == 2 and err.count('\n') == 1 and "field 'chat-template': no chat template named 'nope'" in err and '(its templates: default)' in err, err
+    # several named templates and none named default: refused as transformers refuses, the names listed
+    code, err = cli(capsys, 'probe', '--tokenizer', qwen3_named)
+    assert code == 2 and err.count('\n') == 1 and 'none named default: choose one with --chat-template NAME (rag, tool_use)' in err, err
+    code, err = cli(capsys, 'probe', '--tokenizer', shared/'tokenizers/qwen3', '--template', 'llava15', '--chat-template', 'default')
+    assert code == 2 and "field 'chat-template'" in err
+
+
+@pytest.mark.parametrize('content, message', [
+    (b'USER: {question}\nASSISTANT:\xff\n', "t.txt:2: not UTF-8 text (bad byte 0xff at column 11)"),
+    (b'USER: <image>\nASSISTANT:', "t.txt: field 'template-file': a template needs exactly one {question} slot, found 0"),
+    (b'{question} {question}', "found 2"),
+])
+def test_bad_template_file(tmp_path, capsys, shared, tiny_dirs, content, message):
+    (tmp_path/'t.txt').write_bytes(content)
+    code, err = cli(capsys, 'probe', '--tokenizer', shared/'tokenizers/qwen3', '--template-file', tmp_path/'t.txt')
+    assert code == 2 and err.count('\n') == 1 and message in err, err
+    code, err = cli(capsys, 'run', '--model', tiny_dirs['llava15'], '--questions', tmp_path/'t.txt', '--images', tmp_path, '--out', tmp_path/'out',
+                    '--template-file', tmp_path/'t.txt')
+    assert code == 2 and message in err and not (tmp_path/'out').exists(), err
+
+
+def test_template_and_template_file_together(tmp_path, capsys, shared, tiny_dirs):
+    (tmp_path/'t.txt').write_text('USER: {question}\nASSISTANT:\n')
+    for cmd in (['probe', '--tokenizer', shared/'tokenizers/qwen3'], ['lint', tmp_path, '--tokenizer', shared/'tokenizers/qwen3'],
+                ['run', '--model', tiny_dirs['llava15'], '--questions', tmp_path/'t.txt', '--images', tmp_path, '--out', tmp_path/'out']):
+        code, err = cli(capsys, *cmd, '--template', 'llava15', '--template-file', tmp_path/'t.txt')
+        assert code == 2 and err.count('\n') == 1 and "field 'template-file': --template and --template-file each give the template" in err, err
+    assert not (tmp_path/'out').exists()

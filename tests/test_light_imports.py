@@ -72,7 +72,8 @@ def test_score_llava_answers(tmp_path, shared):
 
 def test_probe_tokenizer_code_only(tmp_path, shared):
     from pope_audit.tokens import shared_tokenizer
-    shared_tokenizer('llama-spm')        # the GGUF conversion (transformers' GGUF reader imports torch) is cached once, here
+    shared_tokenizer('llama-spm')        # the GGUF conversion is cached once, here (where torch is installed, transformers' config path imports it;
+                                         # without torch it converts all the same: test_vocab_parity.test_gguf_without_torch)
     mods = imported(tmp_path, 'probe', '--tokenizer', shared/'tokenizers/llama-spm', '--ids', 'llava-two')
     assert 'torch' not in mods
     assert 'tokenizers' in mods and 'transformers' in mods

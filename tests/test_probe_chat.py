@@ -328,3 +328,118 @@ def test_presets_name_their_checked_files():
         assert TEMPLATES[name].source.startswith(('huggingface/transformers ', 'the Pixtral-format')), name
     assert TEMPLATES['gpt-oss'].source.startswith('openai/harmony src/encoding.rs')
     assert 'shared/tokenizers/llama-3.1' in TEMPLATES['llama-3'].source
+
+
+def test_config_class_contradicting_tokenizer_json(qwen3_plain, tmp_path):
+    "A tokenizer_config.json naming LlamaTokenizerFast over a byte-level tokenizer.json (DeepSeek-V3 ships this): read as transformers reads it."
+    from transformers import AutoTokenizer
+    cfg = json.loads((qwen3_plain/'tokenizer_config.json').read_text())
+    d = folder_with(qwen3_plain, tmp_path, **{'tokenizer_config.json': json.dumps({**cfg, 'tokenizer_class': 'LlamaTokenizerFast'})})
+    tok, auto = load_tokenizer(d), AutoTokenizer.from_pretrained(str(d))
+    assert type(tok) is type(auto) and type(tok).__name__ == 'TokenizersBackend'
+    p = TEMPLATES['llava15'].render('Is there a dog?')
+    assert tok(p + ' Yes').input_ids == auto(p + ' Yes').input_ids
+    pr = probe(tok, 'llava15')
+    assert pr.derived == {'yes': [7414, 9834], 'no': [902, 2308]}            # 'ĠYes' …: the space the template puts before the answer is kept
+    assert pr.notes[0] == ('tokenizer class: tokenizer_config.json names LlamaTokenizerFast, which contradicts tokenizer.json; '
+                           'transformers builds TokenizersBackend from tokenizer.json, and so does this probe')
+    assert load_tokenizer(qwen3_plain).load_notes == []
+
+
+def test_template_file_byte_for_byte(shared, tmp_path):
+    "A template whose last character is a newline keeps it from a file; typed as --template \"$(cat file)\" it loses it, and the ids move."
+    (tmp_path/'t.txt').write_text('USER: {question}\nASSISTANT:\n')
+    code, out, err = cli('probe', '--tokenizer', shared/'tokenizers/qwen3', '--template-file', tmp_path/'t.txt', '--json')
+    pr = json.loads(out)['probe']
+    assert code == 0 and pr['template']['text'] == 'USER: {question}\nASSISTANT:\n' and pr['answer_sep'] == ''
+    assert pr['derived'] == {'yes': [9454, 9693], 'no': [2152, 2753]}
+    assert pr['template_choice'] == f'given (--template-file {tmp_path/"t.txt"})'
+    code, out, err = cli('probe', '--tokenizer', shared/'tokenizers/qwen3', '--template', 'USER: {question}\nASSISTANT:', '--json')
+    assert json.loads(out)['probe']['derived'] == {'yes': [7414, 9834], 'no': [902, 2308]}
+
+
+def test_template_differing_only_in_trailing_whitespace(toks, shared):
+    own = chat_prompt(toks['qwen3']).template.text
+    code, out, err = cli('probe', '--tokenizer', shared/'tokenizers/qwen3', '--template', own[:-1])       # '</think>\n\n' typed with one newline
+    want = ("warning: the template differs from the model's own chat template only at its end: it ends '\\n' where the model's own ends '\\n\\n'")
+    assert code == 0 and err.strip() == want, err
+    assert 'template chosen: given (--template ' in out and want.removeprefix('warning: ') in out
+    code, out, err = cli('probe', '--tokenizer', shared/'tokenizers/qwen3', '--template', 'qwen3')
+    assert code == 0 and err == ''                                         # the preset renders the model's own exactly
+
+
+def test_chat_template_by_name(qwen3_plain, tmp_path):
+    cfg = json.loads((qwen3_plain/'tokenizer_config.json').read_text())
+    cfg['chat_template'] = [{'name': 'plain', 'template': "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+                                                          "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"},
+                            {'name': 'newline', 'template': "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+                                                            "{% if add_generation_prompt %}{{ 'assistant:\\n' }}{% endif %}"}]
+    d = folder_with(qwen3_plain, tmp_path, **{'tokenizer_config.json': json.dumps(cfg)})
+    code, out, err = cli('probe', '--tokenizer', d, '--chat-template', 'newline', '--json')
+    pr = json.loads(out)['probe']
+    assert code == 0 and pr['template']['text'] == 'user: {question}\nassistant:\n' and pr['derived'] == CHAT_IDS['qwen3'][0]
+    assert pr['chat']['source'] == 'tokenizer_config.json: chat_template [newline]'
+    code, out, err = cli('probe', '--tokenizer', d, '--chat-template', 'plain', '--json')
+    assert json.loads(out)['probe']['derived'] == {'yes': [7414, 9834], 'no': [902, 2308]}
+
+
+# llava-hf/llava-1.5-7b-hf's chat_template.json (a public copy: PKU-Alignment/align-anything align_anything/models/gemma3.py)
+LLAVA_HF = ("{% for message in messages %}{% if message['role'] != 'system' %}{{ message['role'].upper() + ': '}}{% endif %}"
+            "{# Render all images first #}{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\\n' }}{% endfor %}"
+            "{# Render all text next #}{% if message['role'] != 'assistant' %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+            "{{ content['text'] + ' '}}{% endfor %}{% else %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+            "{% generation %}{{ content['text'] + ' '}}{% endgeneration %}{% endfor %}{% endif %}{% endfor %}"
+            "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}")
+
+
+def test_llava_folder_prompted_with_its_own_chat_template(tiny_dirs, tmp_path):
+    "A llava-type folder carrying a chat template runs under it, and the manifest says so; without one it keeps LLaVA-1.5's preset, saying why."
+    from pope_audit.models import load_adapter
+    from pope_audit.audit import model_probe
+    from pope_audit.tokens import SINGLE_WORD
+    plain = load_adapter(str(tiny_dirs['llava15']))
+    assert plain.template.name == 'llava15' and plain.template_choice == "the family's preset 'llava15': the model carries no chat template"
+    d = tmp_path/'llava'
+    shutil.copytree(tiny_dirs['llava15'], d)
+    (d/'chat_template.json').write_text(json.dumps({'chat_template': LLAVA_HF}))
+    fam = load_adapter(str(d))
+    assert fam.template.text == 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:'
+    assert fam.template_choice == "the model's own chat template (LlavaProcessor.chat_template)"
+    assert fam.probe.template.sep == ' ' and fam.probe.derived == {'yes': [3869, 4874], 'no': [694, 1939]}
+    assert model_probe(str(d))[0].template.text == fam.template.text          # the transfer check reads the prompt the run uses
+    given = load_adapter(str(d), template='llava15')
+    assert given.template.name == 'llava15' and given.template_choice == 'given (--template)'
+
+
+def test_run_manifest_says_which_template_and_why(tiny_dirs, shared, pope, tmp_path, capsys):
+    from conftest import run_cli
+    from pope_audit.tiny import stand_in_images
+    from pope_audit.tokens import SINGLE_WORD
+    d = tmp_path/'llava'
+    shutil.copytree(tiny_dirs['llava15'], d)
+    (d/'chat_template.json').write_text(json.dumps({'chat_template': LLAVA_HF}))
+    images = stand_in_images(pope.groupby('split').head(1).image.unique(), tmp_path/'img')
+    args = ['run', '--model', d, '--questions', shared/'data/pope/coco', '--images', images, '--limit', '1', '--max-new-tokens', '1']
+    code, out, err = run_cli(capsys, *args, '--out', tmp_path/'own')
+    man = json.loads((tmp_path/'own'/'manifest.json').read_text())
+    own = 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:'
+    assert code == 0 and man['identity']['template']['text'] == own
+    assert man['template_choice'] == "the model's own chat template (LlavaProcessor.chat_template)"
+    (tmp_path/'t.txt').write_text(own + '\n')                # a newline more than the model's own: used byte for byte, with a warning
+    code, out, err = run_cli(capsys, *args, '--out', tmp_path/'file', '--template-file', tmp_path/'t.txt')
+    assert code == 0, err
+    man = json.loads((tmp_path/'file'/'manifest.json').read_text())
+    assert code == 0 and man['identity']['template']['text'] == own + '\n'
+    assert "warning: the template differs from the model's own chat template only at its end: it ends '\\n' where the model's own ends ''" in err
+    assert man['template_choice'].startswith('given (--template); warning: the template differs')
+
+
+def test_run_refuses_named_templates_without_default(toks):
+    "The runner, like the probe, never guesses among named chat templates; a given template decides."
+    from pope_audit.family import Family
+    class Llava(Family): family, image_token, default_template = 'llava-test', '<image>', 'llava15'
+    tok = load_tokenizer(toks['qwen3'].name_or_path)
+    tok.chat_template = {'rag': LLAVA_HF, 'tool_use': LLAVA_HF}
+    with pytest.raises(InputError, match=r'none named default: give the template with --template or --template-file \(rag, tool_use\)'):
+        Llava.choose_template(tok)
+    assert Llava.choose_template(tok, 'llava15')[1] == 'given (--template)'
