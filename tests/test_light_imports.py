@@ -158,3 +158,51 @@ def test_light_commands_without_the_run_extra(tmp_path, light_site, records, sha
     code, out, err = light(tmp_path, light_site, 'reconstruct', records)
     assert code == 0 and 'identity check: F1 of two_token predicted from derived and the flip rates equals' in out, err
     for what in ('readouts', 'templates', 'families', 'benchmarks'): assert light(tmp_path, light_site, 'ls', what)[0] == 0
+
+
+def test_readme_shows_the_refusal_as_printed(tmp_path, light_site):
+    "The light-install refusal the README shows is the line `run` prints."
+    _, _, err = light(tmp_path, light_site, 'run', '--model', 'x', '--questions', 'q', '--out', tmp_path/'never')
+    assert f'```\n{err.strip()}\n```' in (Path(__file__).parent.parent/'README.md').read_text()
+
+
+def test_chapters_that_need_the_run_extra(tmp_path, light_site):
+    "The README lists exactly the chapters whose module does not import with the run extra hidden."
+    from pope_audit.layers import LAYERS
+    root = Path(__file__).parent.parent
+    script = 'import importlib, sys\nfor m in sys.argv[1:]:\n    try: importlib.import_module("pope_audit." + m)\n    except ImportError: print(m)\n'
+    mods = [m for ms in LAYERS.values() for m in ms]
+    r = subprocess.run([sys.executable, '-S', '-c', script, *mods], capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONPATH': light_site})
+    heavy = set(r.stdout.split())
+    assert {'models', 'inference', 'demo'} <= heavy and not {'scoring', 'tokens', 'lint', 'report', 'stream', 'cli'} & heavy, heavy
+    chapter = {}
+    for nb in root.glob('nbs/*/*.ipynb'):
+        for c in json.loads(nb.read_text())['cells']:
+            for m in __import__('re').findall(r'#\|\s*default_exp\s+(\w+)', ''.join(c['source'])): chapter[m] = nb.stem
+    readme = (root/'README.md').read_text()
+    said = readme[readme.index('**Which chapters need the `run` extra.**'):]
+    said = said[:said.index('Every other chapter')]
+    assert set(__import__('re').findall(r'\b(\d\d[a-z]?_\w+)', said)) == {chapter[m] for m in heavy}
+
+
+@pytest.mark.slow
+def test_precommit_hook_lints_without_torch(tmp_path, shared):
+    "pre-commit builds the shipped hook's environment from this repository's last commit; it lints a file there, and has no torch."
+    root = Path(__file__).parent.parent
+    if not (root/'.git').exists(): pytest.skip('not a git checkout')
+    rev = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    proj = tmp_path/'project'
+    proj.mkdir()
+    (proj/'eval_pope.py').write_text('YES_ID, NO_ID = 3582, 1217   # the reference evaluator\'s ids\n')
+    gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
+    (proj/'.pre-commit-config.yaml').write_text(f'repos:\n- repo: {root}\n  rev: {rev}\n  hooks:\n  - id: pope-audit-lint\n'
+                                                f'    args: [--tokenizer, {gguf}, --template, llava15]\n')
+    git = lambda *a: subprocess.run(['git', *a], cwd=proj, capture_output=True, text=True, check=True)
+    git('init', '-q'); git('add', '.')
+    env = {**os.environ, 'PRE_COMMIT_HOME': str(tmp_path/'pre-commit-home'), 'PATH': f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}'}
+    r = subprocess.run(['pre-commit', 'run', '--files', 'eval_pope.py'], cwd=proj, env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 1 and '3582' in r.stdout and 'pope-audit lint' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]   # a wrong finding fails the commit
+    (py,) = (tmp_path/'pre-commit-home').glob('repo*/py_env-*/bin/python')
+    where = subprocess.run([str(py), '-c', 'import importlib.util as u; print([m for m in ("torch", "accelerate", "bitsandbytes", "pope_audit") if u.find_spec(m)])'],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert where == "['pope_audit']", where
