@@ -19,7 +19,7 @@ LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
     'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm'),
     'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
     'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'stream'),
-    'interface': ('report', 'demo', 'audit', 'precision', 'lint', 'cli', 'layers'),
+    'interface': ('report', 'demo', 'audit', 'precision', 'lint_files', 'lint_ast', 'lint_values', 'lint_interp', 'lint_find', 'lint_verdicts', 'lint', 'cli', 'layers'),
 }
 
 def layer_of(module:str) -> str:
