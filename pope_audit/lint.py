@@ -125,6 +125,7 @@ def lint(paths, # files or folders: .py and .ipynb
             finds, hushed = _judge_file(items, v)
         except InputError as e: unread.append(str(e)); continue
         except RecursionError: unread.append(f'{shown}: nested too deeply to follow'); continue
+        except Exception as e: unread.append(f'{shown}: lint could not follow it ({type(e).__name__}: {e})'); continue   # never a traceback in a CI gate
         read += 1
         findings += finds; quiet += hushed
         if not finds and not hushed: undecided.append(shown)

@@ -132,8 +132,25 @@ class Module:
 
     def calls_to(self, fname:str) -> list[ast.Call]:
         "Calls in this module to a function or method named `fname` (`f(...)`, `self.f(...)`, `x.f(...)`)."
-        return [n for t in self.trees for n in ast.walk(t) if isinstance(n, ast.Call) and
-                (isinstance(n.func, ast.Name) and n.func.id == fname or isinstance(n.func, ast.Attribute) and n.func.attr == fname)]
+        if not hasattr(self, '_calls'):                   # indexed once: real modules are read thousands of times over
+            self._calls = {}
+            for t in self.trees:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)):
+                        self._calls.setdefault(n.func.id if isinstance(n.func, ast.Name) else n.func.attr, []).append(n)
+        return self._calls.get(fname, [])
+
+    def self_assigns(self, cls:ast.ClassDef, attr:str) -> list[ast.Assign]:
+        "The assignments `self.attr = ...` in the methods of `cls`."
+        key = ('self', id(cls))
+        if key not in self._binds:
+            idx = {}
+            for st in ast.walk(cls):
+                if isinstance(st, ast.Assign):
+                    for t in st.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == 'self': idx.setdefault(t.attr, []).append(st)
+            self._binds[key] = idx
+        return self._binds[key].get(attr, [])
 
     def method(self, cls:ast.ClassDef|None, name:str):
         "A method of `cls` (or any class of the module when `cls` is None) named `name`."

@@ -263,7 +263,7 @@ def _lookup_side(arg, m:Module) -> str|None:
             lab = yes_no_text(re.sub(r'^(<s>|<\|begin_of_text\|>|<bos>)', '', w)) or yes_no_text(w.split('\n')[-1])
             if lab: labs.add(lab)
     if labs: return labs.pop() if len(labs) == 1 else '?'
-    return next((yes_no_of(x) for x in names_in(arg) if yes_no_of(x) and set(name_parts(x)) <= WORD_PARTS), None)
+    return next((yes_no_of(x) for x in names_in(arg) if yes_no_of(x) and set(name_parts(x)) <= WORD_PARTS), None)   # pope-audit: ok  (lint's own word matching)
 
 def _outer(call):
     "The call with the `.input_ids`/`['input_ids']` and constant indexes applied to its result: the expression that yields the ids."
@@ -378,12 +378,13 @@ def _words(v) -> set:
 
 def _test_words(n, m:Module) -> set:
     "The yes/no words a comparison, `startswith`/`endswith`, `find` or `re` call tests for (names resolved to the lists they hold)."
-    def words(e):
+    def words(e, seen=frozenset()):
         if isinstance(e, ast.Constant): return _words(e.value)
-        if isinstance(e, (ast.List, ast.Tuple, ast.Set)): return set().union(*[words(x) for x in e.elts]) if e.elts else set()
-        if isinstance(e, ast.Name):
-            try: return _words(Interp(m).val(Interp(m).ev(e)))
-            except (Unmodelled, Stop, RecursionError): return set()
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)): return set().union(*[words(x, seen) for x in e.elts]) if e.elts else set()
+        if isinstance(e, ast.Name) and e.id not in seen:              # a word list bound to a literal (NEG_WORDS = ['no', 'not'])
+            binds = m.bindings(enclosing(e), e.id) or m.bindings(None, e.id)
+            lits = [b.value for b in binds if isinstance(b, ast.Assign) and isinstance(b.value, (ast.Constant, ast.List, ast.Tuple, ast.Set))]
+            return set().union(*[words(v, seen | {e.id}) for v in lits]) if lits else set()
         return set()
     if isinstance(n, ast.Compare): return set().union(*[words(e) for e in [n.left, *n.comparators]])
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):

@@ -49,7 +49,9 @@ class Interp:
     def ev(self, n):
         m = getattr(self, 'ev_' + type(n).__name__, None)
         if m is None: raise Unmodelled(f'{type(n).__name__} expressions')
-        return m(n)
+        try: return m(n)
+        except (Unmodelled, Stop, RecursionError): raise
+        except Exception as e: raise Unmodelled(f'{said(n)} ({type(e).__name__} in the model)') from None   # real code the model does not fit
 
     def ev_Constant(self, n): return n.value
     def ev_List(self, n): return [x for e in n.elts for x in self._star(e)]
@@ -138,6 +140,23 @@ class Interp:
             scope = enclosing(scope)
 
     def values_of_bindings(self, binds, name, scope) -> list:
+        "The values all of `name`'s bindings in `scope` give it, remembered per module, tokenizer and answer (with what was logged)."
+        memo = self.m.__dict__.setdefault('_memo', {})
+        mkey = (id(scope), name, id(self.oracle.tok), self.answer, self.label)
+        if mkey in memo:
+            vals, err, logged = memo[mkey]
+            self.oracle.log += logged
+            if err is not None: raise err
+            return [private_copy(v) for v in vals]
+        start = len(self.oracle.log)
+        try: vals = self._values_of_bindings(binds, name, scope)
+        except (Unmodelled, Stop) as e:
+            if not isinstance(e, NeedsTokenizer) and (id(scope), name) not in self._resolving: memo[mkey] = ([], e, self.oracle.log[start:])
+            raise
+        memo[mkey] = ([private_copy(v) for v in vals], None, self.oracle.log[start:])
+        return vals
+
+    def _values_of_bindings(self, binds, name, scope) -> list:
         key = (id(scope), name)
         if key in self._resolving: raise Unmodelled(f'{name} is defined through itself')
         self._resolving.add(key)
@@ -260,12 +279,10 @@ class Interp:
         fn = self.m.method(obj.cls, n.attr) if obj.cls is not None else None
         if fn is not None: return Func(fn, self.m, obj.cls, bound=obj)
         vals = []
-        for st in ([*ast.walk(obj.cls)] if obj.cls is not None else []):
-            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == n.attr and isinstance(t.value, ast.Name)
-                                                  and t.value.id == 'self' for t in st.targets):
-                try: vals.append(self.sub(scope=enclosing(st)).ev(st.value))
-                except NeedsTokenizer: raise
-                except Unmodelled: pass
+        for st in (self.m.self_assigns(obj.cls, n.attr) if obj.cls is not None else []):
+            try: vals.append(self.sub(scope=enclosing(st)).ev(st.value))
+            except NeedsTokenizer: raise
+            except (Unmodelled, Stop): pass
         if vals: return vals[0]
         if is_tokenizer(n.attr): return self.oracle
         if self.answer is not None: return self.free(n.attr)

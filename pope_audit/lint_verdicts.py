@@ -51,8 +51,10 @@ class Vocab:
         return 'derived' if i in self.probe.derived[spelled] else 'excluded'
 
     def tail(self) -> str:
-        "The end of the prompt the answer follows."
-        return self.probe.template.render(self.probe.question)[-14:]
+        "The end of the prompt the answer follows: its last line (from the newline), or its last 20 characters."
+        p = self.probe.template.render(self.probe.question)
+        i = p.rstrip().rfind('\n')
+        return p[i:] if 0 <= i and len(p) - i <= 30 else p[-20:]
 
     def emits(self, side:str) -> str:
         "What the model starts a `side` answer with here, in words."

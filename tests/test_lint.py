@@ -47,7 +47,7 @@ def test_paper_script_pattern(llama):
                            (14, 'logits[i]', 'derived'), (15, 'logits[YES]', 'excluded'), (15, 'logits[NO]', 'excluded'), (16, 'logits[i]', 'derived')]
     two = r.findings[0]
     assert (two.ids, two.spells) == ([3582], ['yes'])
-    assert "after 'ge?\\nASSISTANT:' the model starts 'yes' with 3869 ' Yes' or 4874 ' yes': 3582 never starts the answer" in two.detail
+    assert "3582 spells 'yes', but after '\\nASSISTANT:' the model starts 'yes' with 3869 ' Yes' or 4874 ' yes': 3582 never starts the answer" == two.detail
     assert two.fix == "use the derived ids (max over each set): yes 3869 ' Yes', 4874 ' yes'"
     assert r.exit_code() == 1
 
