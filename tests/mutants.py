@@ -36,6 +36,8 @@ class Mutant:
 M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb', 'nbs/foundation/02_tokens.ipynb'
 G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
 BI = 'tests/test_bad_input.py'
+LR, LF, LA, LV, LI, LFI = (f'nbs/interface/18{x}.ipynb' for x in ('_lint', 'a_lint_files', 'b_lint_ast', 'c_lint_values', 'd_lint_interp', 'e_lint_find'))
+LT, LB = ('tests/test_lint.py',), ('tests/test_bad_input.py',)
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
     Mutant('policy_no', M, "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn + un", "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn", (M,),
@@ -118,6 +120,22 @@ MUTANTS = [
            why='the BOS row read as an even spread (c = 0): the defect would no longer be a no-op'),
     Mutant('adaptvis_switch', G, "torch.where(conf < self.params['threshold']", "torch.where(conf > self.params['threshold']", (), GT,
            why='AdaptVis smooths the confident answers and sharpens the rest'),
+    # lint: ids by data flow, the BOS, nothing read, helpers in the package, what a reader reads, the coding cookie
+    Mutant('lint_names_only', LI, "            if binds: return self.values_of_bindings(binds, name, scope)", "            if binds and name.startswith('yes'): return self.values_of_bindings(binds, name, scope)", (), LT,
+           why='ids followed only through names that say yes (the issue: YES_2TOK missed)'),
+    Mutant('lint_no_bos', LV, "        if method == 'encode': return list(tok.encode(text, add_special_tokens=special))",
+           "        if method == 'encode': return list(tok.encode(text, add_special_tokens=False))", (), LT,
+           why="encode('Yes')[0] judged as if the tokenizer added no BOS"),
+    Mutant('lint_nothing_read_clean', LR, "        if self.bad or not self.read: return 2", "        if self.bad: return 2", (), LT + LB,
+           why='a gate that read nothing passes'),
+    Mutant('lint_no_package', LA, "    if src.path is None: return None", "    if True: return None", (), LT,
+           why='a helper of the same package is never followed'),
+    Mutant('lint_nope_yes', LFI, "ACCEPT = {'Nope': {'no', 'unknown'},", "ACCEPT = {'Nope': {'no', 'unknown', 'yes'},", (), LT,
+           why="'Nope' read as yes is no misreading"),
+    Mutant('lint_cookie', LF, "    try: text = raw.decode(enc)", "    try: text = raw.decode('utf-8')", (), LB,
+           why='the coding cookie ignored'),
+    Mutant('lint_strict_unread', LR, "or strict and bool(self.unread))", "or False)", (), LB,
+           why='--strict passes a file it could not read'),
     # issue 41: the newer surfaces refuse what they cannot read correctly (each killed by its test in test_bad_input.py)
 ] + [Mutant(n, f'nbs/{t}.ipynb', old, new, (), (f'{BI}::{test}',), why) for n, t, old, new, test, why in [
     ('several_benchmarks_pooled', 'benchmarks/01b_benchmarks', 'if len(by) > 1:', 'if False:', 'test_several_benchmarks_are_not_one_run',
