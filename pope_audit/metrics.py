@@ -10,7 +10,7 @@ from .core import InputError
 
 # %% auto #0
 __all__ = ['POLICIES', 'METRIC_COLS', 'RESAMPLE', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table',
-           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'boot_totals', 'bootstrap_ci',
+           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci',
            'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
            'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
@@ -100,6 +100,13 @@ def cluster_codes(clusters, n:int) -> np.ndarray:
     c = np.asarray(clusters, dtype=object)
     if len(c) != n: raise ValueError(f'{len(c)} cluster names for {n} questions')
     return pd.factorize(pd.Series(c).astype(str))[0]
+
+def image_clusters(images, resample:str='images'):
+    "The questions' images as clusters when `resample` is 'images' and every question names its image, else `None` (single questions)."
+    if resample not in RESAMPLE: raise ValueError(f'resample must be one of {RESAMPLE}, got {resample!r}')
+    im = pd.Series(list(images), dtype=object)
+    named = len(im) > 0 and bool((im.notna() & (im.astype(str).str.strip() != '')).all())
+    return im.to_numpy() if resample == 'images' and named else None
 
 def _cluster_sums(x:np.ndarray, codes:np.ndarray) -> np.ndarray:
     "Column sums of `x` (n × k) within each cluster: G × k."
