@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy import stats
+from .metrics import cluster_codes, boot_totals, percentile_interval, clustered_var, image_clusters
 
 # %% auto #0
-__all__ = ['cohens_d', 'compare_groups', 'p_for_d', 'pvalue_table', 'attention_logit', 'attention_table', 'attention_report',
-           'plot_attention']
+__all__ = ['cohens_d', 'diff_of_means', 'compare_groups', 'p_for_d', 'pvalue_table', 'attention_logit', 'attention_table',
+           'attention_report', 'plot_attention']
 
 # %% ../nbs/appendix/12_attention.ipynb #b389c684
 def cohens_d(x, y) -> float:
@@ -20,15 +21,23 @@ def cohens_d(x, y) -> float:
     sp = np.sqrt(((nx - 1) * x.var(ddof=1) + (ny - 1) * y.var(ddof=1)) / (nx + ny - 2))
     return float((x.mean() - y.mean()) / sp)
 
-def compare_groups(values, correct, n_boot:int=2000, seed:int=0) -> dict:
-    "Correct vs wrong: means, Cohen's d, Student and Welch t, Mann–Whitney U, bootstrap CI of the mean difference."
+def diff_of_means(values, correct, n_boot:int=2000, seed:int=0, clusters=None) -> tuple[tuple[float, float], float]:
+    "Percentile bootstrap interval of mean(correct) − mean(wrong), resampling `clusters` whole (`None`: questions), and its design effect (NaN without clusters)."
+    v, c = np.asarray(values, float), np.asarray(correct, bool)
+    x = np.stack([v * c, c, v * ~c, ~c], 1).astype(float)          # per question: the sums and counts of both groups
+    t = boot_totals(x, cluster_codes(clusters, len(v)), n_boot, seed)
+    with np.errstate(invalid='ignore', divide='ignore'): ci = percentile_interval(t[:, 0] / t[:, 1] - t[:, 2] / t[:, 3]) if n_boot else (np.nan, np.nan)
+    z = np.where(c, (v - v[c].mean()) / c.sum(), -(v - v[~c].mean()) / (~c).sum())   # each question's linearised share of the difference
+    return ci, clustered_var(z, clusters) / clustered_var(z) if clusters is not None else np.nan
+
+def compare_groups(values, correct, n_boot:int=2000, seed:int=0, clusters=None) -> dict:
+    "Correct vs wrong: means, Cohen's d, Student and Welch t, Mann–Whitney U, and a bootstrap CI of the mean difference resampling `clusters` (each question's image) whole, with its design effect."
     v, c = np.asarray(values, float), np.asarray(correct, bool)
     x, y = v[c], v[~c]
     st, sw, mw = stats.ttest_ind(x, y), stats.ttest_ind(x, y, equal_var=False), stats.mannwhitneyu(x, y, alternative='two-sided')
-    rng = np.random.default_rng(seed)
-    boot = [rng.choice(x, len(x)).mean() - rng.choice(y, len(y)).mean() for _ in range(n_boot)]
+    ci, deff = diff_of_means(v, c, n_boot, seed, clusters)
     return dict(n_correct=len(x), n_wrong=len(y), mean_correct=float(x.mean()), mean_wrong=float(y.mean()),
-                diff=float(x.mean() - y.mean()), diff_ci=tuple(float(q) for q in np.percentile(boot, [2.5, 97.5])),
+                diff=float(x.mean() - y.mean()), diff_ci=tuple(float(q) for q in ci), resampled='images' if clusters is not None else 'questions', diff_deff=float(deff),
                 cohens_d=cohens_d(x, y), student_t=float(st.statistic), student_p=float(st.pvalue),
                 welch_t=float(sw.statistic), welch_p=float(sw.pvalue), mannwhitney_u=float(mw.statistic), mannwhitney_p=float(mw.pvalue),
                 p_correct_greater=float(mw.statistic / (len(x) * len(y))))
@@ -78,7 +87,7 @@ def attention_logit(attn, abs_margin, correct) -> pd.DataFrame:
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
 
 def attention_table(records, readout:str='derived') -> pd.DataFrame:
-    "Per record with attention: split, image share, per-layer shares, correctness under `readout`, |margin|, and whether all of them are there."
+    "Per record with attention: split, image, image share, per-layer shares, correctness under `readout`, |margin|, and whether all of them are there."
     from pope_audit.readouts import READOUTS
     rows = []
     for r in records:
@@ -86,11 +95,13 @@ def attention_table(records, readout:str='derived') -> pd.DataFrame:
         share, layers, answer = r.attention.get('image_share'), r.attention.get('per_layer'), READOUTS[readout](r)
         whole = (answer is not None and _finite(r.margin) and _finite(share)
                  and isinstance(layers, list) and len(layers) > 0 and all(map(_finite, layers)))
-        rows.append(dict(split=r.split, image_share=share if _finite(share) else np.nan, per_layer=layers, correct=answer == r.label,
+        rows.append(dict(split=r.split, image=r.image, image_share=share if _finite(share) else np.nan, per_layer=layers, correct=answer == r.label,
                          abs_margin=abs(r.margin) if _finite(r.margin) else np.nan, complete=whole))
-    return pd.DataFrame(rows, columns=['split', 'image_share', 'per_layer', 'correct', 'abs_margin', 'complete'])
+    return pd.DataFrame(rows, columns=['split', 'image', 'image_share', 'per_layer', 'correct', 'abs_margin', 'complete'])
 
-def attention_report(records, readout:str='derived') -> dict:
+def attention_report(records, readout:str='derived',
+                     resample:str='images', # what the interval resamples: whole images (when every record names its image) or questions
+                    ) -> dict:
     "Group comparison, every test's p beside its normal-theory value, per-layer d, and the logistic regressions; `left_out` counts the questions lacking a quantity."
     t = attention_table(records, readout)
     keep = t.complete.astype(bool)
@@ -99,7 +110,7 @@ def attention_report(records, readout:str='derived') -> dict:
     if t.empty or t.correct.all() or (~t.correct).all(): return dict(table=t, compare=None, pvalues=None, layers=None, logit=None, left_out=left_out)
     layers = np.array(t.per_layer.tolist())
     per_layer = pd.DataFrame([dict(layer=i, cohens_d=cohens_d(layers[t.correct, i], layers[~t.correct, i])) for i in range(layers.shape[1])])
-    cmp = compare_groups(t.image_share, t.correct)
+    cmp = compare_groups(t.image_share, t.correct, clusters=image_clusters(t.image, resample))
     return dict(table=t, compare=cmp, pvalues=pvalue_table(cmp), layers=per_layer,
                 logit=attention_logit(t.image_share, t.abs_margin, t.correct), left_out=left_out)
 

@@ -456,8 +456,10 @@ def cmd_lint(a):
     tok, template, join = probe_setup(a)
     for said in getattr(tok, 'load_notes', []): note(f'note: {said}')     # how transformers built the tokenizer, in one line
     r = lint(a.paths, tok, template, a.exclude or (), name=a.tokenizer, join=join)
-    print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
-    if r.exit_code(a.strict): sys.exit(r.exit_code(a.strict))
+    code = r.exit_code(a.strict)
+    if code == 2: print(r.text(), file=sys.stderr)           # a wrong path or nothing read: one line each, nothing else
+    else: print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
+    if code: sys.exit(code)
 
 # %% ../nbs/interface/90_cli.ipynb #a8c37d87
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -603,7 +605,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
     s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: as probe derives it)")
     s.add_argument('--exclude', action='append', metavar='GLOB', help='skip paths matching this glob (repeatable)')
-    s.add_argument('--strict', action='store_true', help='suspect finds (ids lint cannot see) fail too')
+    s.add_argument('--strict', action='store_true', help='what lint cannot judge, and files it cannot read, fail too')
 
     def shared(s):
         s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')

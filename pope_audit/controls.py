@@ -11,7 +11,7 @@ from .readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
 __all__ = ['TABLE_COLS', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push', 'controls', 'offset_curve',
-           'paired_f1_diff', 'plot_controls', 'run_controls']
+           'plot_controls', 'run_controls']
 
 # %% ../nbs/appendix/15c_controls.ipynb #5a2d91b4
 def matched_offset(delta:np.ndarray, # the baseline's margins
@@ -108,32 +108,24 @@ def offset_curve(delta, labels) -> pd.DataFrame:
     tp = np.concatenate([[0], np.cumsum(pos[o])])
     return pd.DataFrame(dict(yes_rate=k / len(d), f1=2 * tp / (k + pos.sum())))
 
-def paired_f1_diff(pred, base, labels, n_boot:int=1000, alpha:float=0.05, seed:int=0) -> tuple[float, float, float]:
-    "F1 of `pred` minus F1 of `base` on the same questions, with a paired percentile bootstrap interval (both resampled together; unknown counts as wrong)."
-    from pope_audit.metrics import counted_yes
-    pos = np.asarray(labels, dtype=object) == 'yes'
-    a, b = counted_yes(pred, labels), counted_yes(base, labels)
-    f1 = lambda y, t: 2 * (y & t).sum(-1) / (y.sum(-1) + t.sum(-1))       # 2·TP / (yes answers + positives)
-    idx = np.random.default_rng(seed).integers(0, len(pos), size=(n_boot, len(pos)))
-    with np.errstate(invalid='ignore', divide='ignore'): d = f1(a[idx], pos[idx]) - f1(b[idx], pos[idx])
-    lo, hi = np.nanpercentile(d, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return float(f1(a, pos) - f1(b, pos)), float(lo), float(hi)
-
-def plot_controls(records, table:pd.DataFrame|None=None, axes=None, n_boot:int=1000):
+def plot_controls(records, table:pd.DataFrame|None=None, axes=None, n_boot:int=1000,
+                  resample:str='images', # what the intervals resample: whole images (when every record names its image) or questions
+                 ):
     "Per split, one row per control or correction: its F1 minus the baseline's, with a paired 95% interval, beside a constant offset at its yes-rate."
     import matplotlib.pyplot as plt
+    from pope_audit.metrics import diff_ci, image_clusters
     table = controls(records) if table is None else table
     splits = list(dict.fromkeys(table.split))
     names = [n for n in dict.fromkeys(table.readout) if n != 'baseline']
     own = axes is None
     if own: axes = plt.subplots(1, len(splits), figsize=(3.4 * len(splits) + 2.2, 0.34 * len(names) + 1.5), sharey=True, sharex=True, squeeze=False)[1][0]
-    preds = pd.DataFrame(dict(split=[r.split for r in records], label=[r.label for r in records], baseline=[READOUTS['derived'](r) for r in records],
+    preds = pd.DataFrame(dict(split=[r.split for r in records], image=[r.image for r in records], label=[r.label for r in records], baseline=[READOUTS['derived'](r) for r in records],
                               yes_push=[yes_push(r) for r in records], **{l: [READOUTS[l](r) for r in records] for l in names if l != 'yes_push'}))
     for ax, s in zip(axes, splits):
         g, t = preds[preds.split == s], table[table.split == s].set_index('readout')
         for y, n in enumerate(names):
             if n not in t.index: continue
-            d, lo, hi = (100 * v for v in paired_f1_diff(g[n], g.baseline, g.label, n_boot))
+            d, lo, hi = (100 * v for v in diff_ci(g[n], g.baseline, g.label, 'f1', n_boot, clusters=image_clusters(g.image, resample)))
             ax.errorbar(d, y, xerr=[[d - lo], [hi - d]], fmt='o', ms=5, color='C0', elinewidth=2, capsize=3,
                         label='correction − baseline (paired 95% interval)' if y == 0 else None)
             ax.scatter(100 * (t.f1_matched[n] - t.f1['baseline']), y, marker='D', s=28, facecolor='none', edgecolor='C1', lw=1.3, zorder=3,

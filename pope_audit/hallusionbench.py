@@ -28,7 +28,7 @@ JUDGE_COLUMN = 'judge_reply'
 def hallusion_verdict(reply:str) -> str:
     "HallusionBench's rule for a judge's reply (utils.py): 'incorrect' anywhere (lower-cased) is incorrect, else 'correct' is correct, else unclear."
     r = reply.lower()
-    return 'incorrect' if 'incorrect' in r else 'correct' if 'correct' in r else 'unclear'
+    return 'incorrect' if 'incorrect' in r else 'correct' if 'correct' in r else 'unclear'   # pope-audit: ok  (HallusionBench's own rule, reproduced)
 
 def hallusion_decision(reply:str, label:str) -> str:
     "The yes/no a judge's verdict implies: the label when correct, the other answer when incorrect, unknown when unclear."

@@ -19,7 +19,7 @@ LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
     'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm'),
     'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
     'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'stream'),
-    'interface': ('report', 'demo', 'audit', 'precision', 'lint', 'cli', 'layers'),
+    'interface': ('report', 'demo', 'audit', 'precision', 'lint_files', 'lint_ast', 'lint_values', 'lint_interp', 'lint_find', 'lint_verdicts', 'lint', 'cli', 'layers'),
 }
 
 def layer_of(module:str) -> str:
@@ -96,7 +96,8 @@ def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
     "The layers as rows of module boxes with the imports between them (upward ones in red); returns the axes."
     import matplotlib.pyplot as plt
     graph = import_graph() if graph is None else graph
-    if ax is None: _, ax = plt.subplots(figsize=(13, 7))
+    half = (max(len(ms) for ms in LAYERS.values()) - 1) / 2          # the widest layer sets the width, so labels never sit on a box
+    if ax is None: _, ax = plt.subplots(figsize=(1.25 * (2 * half + 3.3), 7))   # the same room per box, however wide
     pos = {m: (i - (len(ms) - 1) / 2, y) for y, ms in enumerate(LAYERS.values()) for i, m in enumerate(ms)}
     for a, bs in graph.items():
         for b in bs:
@@ -106,6 +107,6 @@ def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
                         color='tab:red' if up else 'grey', shrinkA=9, shrinkB=9, connectionstyle='arc3,rad=.15'))
     for m, (x, y) in pos.items():
         ax.text(x, y, m, ha='center', va='center', fontsize=8, bbox=dict(boxstyle='round', fc='white', ec='tab:blue'))
-    for y, l in enumerate(LAYERS): ax.text(-5.6, y, l, ha='left', va='center', fontsize=10, weight='bold')
-    ax.set_xlim(-5.8, 4.3); ax.set_ylim(-.6, len(LAYERS) - .4); ax.axis('off')
+    for y, l in enumerate(LAYERS): ax.text(-half - 2.3, y, l, ha='left', va='center', fontsize=10, weight='bold')
+    ax.set_xlim(-half - 2.5, half + .8); ax.set_ylim(-.6, len(LAYERS) - .4); ax.axis('off')
     return ax

@@ -10,7 +10,7 @@ from .core import InputError
 
 # %% auto #0
 __all__ = ['POLICIES', 'METRIC_COLS', 'RESAMPLE', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table',
-           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'boot_totals', 'bootstrap_ci',
+           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci',
            'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
            'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
@@ -101,32 +101,51 @@ def cluster_codes(clusters, n:int) -> np.ndarray:
     if len(c) != n: raise ValueError(f'{len(c)} cluster names for {n} questions')
     return pd.factorize(pd.Series(c).astype(str))[0]
 
+def image_clusters(images, resample:str='images'):
+    "The questions' images as clusters when `resample` is 'images' and every question names its image, else `None` (single questions)."
+    if resample not in RESAMPLE: raise ValueError(f'resample must be one of {RESAMPLE}, got {resample!r}')
+    im = pd.Series(list(images), dtype=object)
+    named = len(im) > 0 and bool((im.notna() & (im.astype(str).str.strip() != '')).all())
+    return im.to_numpy() if resample == 'images' and named else None
+
 def _cluster_sums(x:np.ndarray, codes:np.ndarray) -> np.ndarray:
     "Column sums of `x` (n × k) within each cluster: G × k."
     g = int(codes.max()) + 1 if len(codes) else 0
     return np.stack([np.bincount(codes, weights=x[:, j], minlength=g) for j in range(x.shape[1])], 1)
+
+def _strata_of(codes:np.ndarray, strata) -> list[np.ndarray]:
+    "The clusters of each stratum (`strata`: each question's; `None`: one stratum); a cluster must lie in one stratum."
+    g = int(codes.max()) + 1 if len(codes) else 0
+    if strata is None: return [np.arange(g)]
+    st = cluster_codes(strata, len(codes))
+    of = np.zeros(g, dtype=int); of[codes] = st
+    if (of[codes] != st).any(): raise ValueError('a cluster spans two strata')
+    return [np.flatnonzero(of == h) for h in range(int(st.max()) + 1)]
 
 def boot_totals(x:np.ndarray, # per-question values, n × k
                 codes:np.ndarray, # each question's cluster (`cluster_codes`)
                 n_boot:int, # resamples
                 seed:int=0, # random seed
                 block:int=1 << 24, # cluster draws held in memory at once
+                strata=None, # each question's stratum: clusters are drawn within their stratum (`None`: one stratum)
                ) -> np.ndarray:
-    "Column totals of `x` over `n_boot` resamples of whole clusters drawn with replacement: n_boot × k."
+    "Column totals of `x` over `n_boot` resamples of whole clusters drawn with replacement (within each stratum): n_boot × k."
     s = _cluster_sums(np.asarray(x, dtype=float), codes)
-    g, rng, out = len(s), np.random.default_rng(seed), []
-    step = max(1, block // max(g, 1))
-    for i in range(0, n_boot, step):
-        k = min(step, n_boot - i)
-        draws = rng.integers(0, g, size=(k, g)) + g * np.arange(k)[:, None]   # row r's draws, offset so one bincount counts every row
-        out.append(np.bincount(draws.ravel(), minlength=k * g).reshape(k, g) @ s)
-    return np.concatenate(out) if out else np.zeros((0, s.shape[1]))
+    rng, out = np.random.default_rng(seed), np.zeros((n_boot, s.shape[1]))
+    for grp in _strata_of(codes, strata):
+        g = len(grp)
+        step = max(1, block // max(g, 1))
+        for i in range(0, n_boot, step):
+            k = min(step, n_boot - i)
+            draws = rng.integers(0, g, size=(k, g)) + g * np.arange(k)[:, None]   # row r's draws, offset so one bincount counts every row
+            out[i:i + k] += np.bincount(draws.ravel(), minlength=k * g).reshape(k, g) @ s[grp]
+    return out
 
 # %% ../nbs/foundation/04_metrics.ipynb #fbc34e49
-def bootstrap_ci(preds, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None) -> tuple[float, float]:
-    "Percentile bootstrap interval of `metric` (unknown answers count as wrong), resampling `clusters` whole (`None`: single questions)."
+def bootstrap_ci(preds, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None, strata=None) -> tuple[float, float]:
+    "Percentile bootstrap interval of `metric` (unknown answers count as wrong), resampling `clusters` whole (`None`: single questions), within `strata` if given."
     x = count_matrix(preds, labels)
-    return percentile_interval(metric_of(boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed), metric), alpha)
+    return percentile_interval(metric_of(boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed, strata=strata), metric), alpha)
 
 def percentile_interval(v, alpha:float=0.05) -> tuple[float, float]:
     "The central 1 − `alpha` percentile interval of resampled values (NaN resamples ignored; NaN both ends when every one is)."
@@ -195,15 +214,16 @@ def paired_boot(pred_lists:list, # prediction lists over the same questions
                 n_boot:int=1000, # resamples
                 seed:int=0, # random seed
                 clusters=None, # each question's image (`None`: resample single questions)
+                strata=None, # each question's stratum, e.g. its label (`None`: one stratum)
                ) -> np.ndarray:
-    "`metric` of each prediction list on the same resamples (of whole clusters): shape `(len(pred_lists), n_boot)`."
+    "`metric` of each prediction list on the same resamples (of whole clusters, within strata): shape `(len(pred_lists), n_boot)`."
     x = np.concatenate([count_matrix(p, labels) for p in pred_lists], 1)
-    t = boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed)
+    t = boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed, strata=strata)
     return np.stack([metric_of(t[:, 7 * k:7 * k + 7], metric) for k in range(len(pred_lists))]) if len(pred_lists) else np.zeros((0, n_boot))
 
-def diff_ci(preds_a, preds_b, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None) -> tuple[float, float, float]:
+def diff_ci(preds_a, preds_b, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.05, seed:int=0, clusters=None, strata=None) -> tuple[float, float, float]:
     "metric(a) − metric(b) on the same questions, with a paired percentile bootstrap interval: (difference, lo, hi)."
-    b = paired_boot([preds_a, preds_b], labels, metric, n_boot, seed, clusters)
+    b = paired_boot([preds_a, preds_b], labels, metric, n_boot, seed, clusters, strata)
     d = float(metric_of(count_matrix(preds_a, labels).sum(0), metric) - metric_of(count_matrix(preds_b, labels).sum(0), metric))
     if not n_boot: return d, float('nan'), float('nan')
     return (d, *percentile_interval(b[0] - b[1], alpha))

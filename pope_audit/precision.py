@@ -13,7 +13,7 @@ from .core import InputError, atomic_write, tilde, quiet_libraries
 from .readouts import READOUTS, margin, applicable
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 from .scoring import read_records, predictions
-from .metrics import counted_yes, mcnemar_test, scores, confusion
+from .metrics import mcnemar_test, scores, confusion, paired_boot, percentile_interval, image_clusters
 from .inference import run
 from .report import md_table
 from .synthetic import synthetic_benchmark
@@ -21,8 +21,8 @@ from .audit import stderr_printer
 
 # %% auto #0
 __all__ = ['MODES', 'MARGIN_IDS', 'SUMMARY_READOUTS', 'P_7B', 'KEEP_7B', 'GIB_7B', 'mode_support', 'cpu_4bit_accepts', 'flips',
-           'paired_f1', 'interval', 'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'mode_settings',
-           'precision_summary', 'precision_audit', 'precision_demo', 'modes_that_fit']
+           'margins', 'compare_runs', 'largest_margin_changes', 'gap_table', 'mode_settings', 'precision_summary',
+           'precision_audit', 'precision_demo', 'modes_that_fit']
 
 # %% ../nbs/interface/17_precision.ipynb #9f6ea97b
 # precision -> the load settings that give it
@@ -62,27 +62,6 @@ def flips(ref, other) -> dict[str, int]:
     a, b = np.asarray(ref, dtype=object), np.asarray(other, dtype=object)
     return dict(yes_to_no=int(((a == 'yes') & (b == 'no')).sum()), no_to_yes=int(((a == 'no') & (b == 'yes')).sum()), changed=int((a != b).sum()))
 
-# %% ../nbs/interface/17_precision.ipynb #30163a94
-def paired_f1(pred_lists:list, # prediction lists over the same questions
-              labels, # the questions' labels
-              n_boot:int=1000, # resamples
-              seed:int=0) -> np.ndarray:
-    "F1 of each prediction list on the same bootstrap resamples of questions: shape `(len(pred_lists), n_boot)`."
-    pos = np.asarray(labels, dtype=object) == 'yes'
-    idx = np.random.default_rng(seed).integers(0, len(pos), size=(n_boot, len(pos)))
-    t = pos[idx]
-    out = []
-    for p in pred_lists:
-        y = counted_yes(p, labels)[idx]
-        tp, fp, fn = (y & t).sum(1), (y & ~t).sum(1), (~y & t).sum(1)
-        with np.errstate(invalid='ignore', divide='ignore'): out.append(2 * tp / (2 * tp + fp + fn))
-    return np.array(out)
-
-def interval(samples, alpha:float=0.05) -> tuple[float, float]:
-    "Percentile interval of bootstrap samples."
-    lo, hi = np.nanpercentile(samples, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return float(lo), float(hi)
-
 # %% ../nbs/interface/17_precision.ipynb #9685e742
 # readout -> the ids its margin compares, per record
 MARGIN_IDS = {'two_token': lambda r: LLAVA_TWO, 'eight_token': lambda r: LLAVA_EIGHT, 'derived': lambda r: r.derived}
@@ -109,21 +88,24 @@ def _aligned(ref_recs, recs, names):
 
 def compare_runs(runs:dict[str, list], # mode → records, the reference first
                  n_boot:int=1000, # bootstrap resamples per interval (0: none)
-                 seed:int=0) -> pd.DataFrame:
+                 seed:int=0,
+                 resample:str='images', # what the intervals resample: whole images (when every record names its image) or questions
+                ) -> pd.DataFrame:
     "One row per mode, split and readout: F1, yes-rate, shift against the first mode with interval, flips, McNemar, margin change."
     ref = next(iter(runs))
     names = applicable([r for recs in runs.values() for r in recs])      # as scoring chooses them: a benchmark's own rule only on its questions
-    rows = []
+    img, rows = image_clusters([r.image for r in runs[ref]], resample), []
     for mode, recs in runs.items():
         a, b, ma, mb = _aligned(runs[ref], recs, names)
         for split, ix in a.groupby('split', sort=False).groups.items():
             ga, gb, lab = a.loc[ix], b.loc[ix], a.loc[ix, 'label']
-            boot = paired_f1([p for n in names for p in (ga[n], gb[n])], lab, n_boot, seed) if n_boot and mode != ref else None
+            boot = (paired_boot([p for n in names for p in (ga[n], gb[n])], lab, 'f1', n_boot, seed, None if img is None else img[ix])
+                    if n_boot and mode != ref else None)
             for k, n in enumerate(names):
                 sa, sb = scores(confusion(ga[n], lab)), scores(confusion(gb[n], lab))
                 row = dict(mode=mode, split=split, readout=n, n=len(ix), f1=sb['f1'], yes_rate=sb['yes_rate'], f1_ref=sa['f1'], f1_shift=sb['f1'] - sa['f1'])
                 if mode != ref:
-                    lo, hi = interval(boot[2 * k + 1] - boot[2 * k]) if boot is not None else (np.nan, np.nan)
+                    lo, hi = percentile_interval(boot[2 * k + 1] - boot[2 * k]) if boot is not None else (np.nan, np.nan)
                     t = mcnemar_test(ga[n], gb[n], lab)
                     row.update(shift_lo=lo, shift_hi=hi, **flips(ga[n], gb[n]), mcnemar_p=t['pvalue'], mcnemar_method=t['method'])
                 if n in MARGIN_IDS:
@@ -149,10 +131,12 @@ def largest_margin_changes(runs:dict[str, list], # mode → records, the referen
 
 def gap_table(runs:dict[str, list], # mode → records, the reference first
               a:str='derived', b:str='two_token', # the gap is F1(a) − F1(b)
-              n_boot:int=1000, seed:int=0) -> pd.DataFrame:
+              n_boot:int=1000, seed:int=0,
+              resample:str='images', # what the intervals resample: whole images (when every record names its image) or questions
+             ) -> pd.DataFrame:
     "Per mode and split: the readout gap F1(a) − F1(b), its change against the reference, and a paired bootstrap interval of the change."
     ref = next(iter(runs))
-    rows = []
+    img, rows = image_clusters([r.image for r in runs[ref]], resample), []
     for mode, recs in runs.items():
         pa, pb, _, _ = _aligned(runs[ref], recs, [a, b])
         for split, ix in pa.groupby('split', sort=False).groups.items():
@@ -161,8 +145,8 @@ def gap_table(runs:dict[str, list], # mode → records, the reference first
             gap, gap_ref = f(pb, a) - f(pb, b), f(pa, a) - f(pa, b)
             row = dict(mode=mode, split=split, gap=gap, gap_ref=gap_ref, gap_change=gap - gap_ref, change_lo=np.nan, change_hi=np.nan)
             if n_boot and mode != ref:
-                s = paired_f1([pa.loc[ix, a], pa.loc[ix, b], pb.loc[ix, a], pb.loc[ix, b]], lab, n_boot, seed)
-                row['change_lo'], row['change_hi'] = interval((s[2] - s[3]) - (s[0] - s[1]))
+                s = paired_boot([pa.loc[ix, a], pa.loc[ix, b], pb.loc[ix, a], pb.loc[ix, b]], lab, 'f1', n_boot, seed, None if img is None else img[ix])
+                row['change_lo'], row['change_hi'] = percentile_interval((s[2] - s[3]) - (s[0] - s[1]))
             rows.append(row)
     return pd.DataFrame(rows)
 

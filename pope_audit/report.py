@@ -12,7 +12,7 @@ from .core import InputError, atomic_write, output_path, input_file, tilde
 from .data import SPLITS
 from .scoring import read_records, predictions, score_predictions
 from .readouts import READOUTS, exact_tie, correction_labels
-from .metrics import bootstrap_ci, mcnemar_test, confusion, clustered_mcnemar, design_effect
+from .metrics import bootstrap_ci, mcnemar_test, confusion, clustered_mcnemar, design_effect, image_clusters
 from .reconstruct import reconstruct_records, flip_margins
 from .attention import attention_report, plot_attention
 from .runstatus import read_manifest, run_status, run_files, status_text
@@ -137,7 +137,7 @@ class Context:
         self.st = score_predictions(self.preds)
         self.splits = [s for s in SPLITS if s in set(self.preds.split)] + sorted(set(self.preds.split) - set(SPLITS))
         self.images = pd.Series([r.image for r in self.recs], index=self.preds.index, dtype=object)
-        self.by_image = bool((self.images.astype(str).str.strip() != '').all())     # intervals resample whole images when every record names its image
+        self.by_image = image_clusters(self.images) is not None     # intervals resample whole images when every record names its image
         img = lambda g: self.images[g.index].to_numpy() if self.by_image else None
         ci = {(n, s): bootstrap_ci(g[n], g.label, n_boot=n_boot, clusters=img(g)) for n in self.names for s, g in self.preds.groupby('split')}
         self.per = self.st[self.st.split.isin(self.splits)].copy()

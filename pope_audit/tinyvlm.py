@@ -455,7 +455,7 @@ def tiny_vlm_dir(family:str='llava15') -> Path:
 def readout_sets(a) -> dict:
     "Per readout, the yes / no ids it compares in the adapter's vocabulary."
     tok = a.tokenizer
-    return {'two_token': {k: [tok.convert_tokens_to_ids(k)] for k in ('yes', 'no')}, 'eight_token': a.probe.surface, 'derived': a.probe.derived}
+    return {'two_token': {k: [tok.convert_tokens_to_ids(k)] for k in ('yes', 'no')}, 'eight_token': a.probe.surface, 'derived': a.probe.derived}  # pope-audit: ok  (the audited two-token readout, kept to audit it)
 
 def heldout(n_images:int=100, # scenes (three yes and three no questions per split each)
             seed:int=7) -> tuple[Scenes, pd.DataFrame]:

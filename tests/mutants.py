@@ -36,6 +36,8 @@ class Mutant:
 M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb', 'nbs/foundation/02_tokens.ipynb'
 G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
 BI = 'tests/test_bad_input.py'
+LR, LF, LA, LV, LI, LFI = (f'nbs/interface/18{x}.ipynb' for x in ('_lint', 'a_lint_files', 'b_lint_ast', 'c_lint_values', 'd_lint_interp', 'e_lint_find'))
+LT, LB = ('tests/test_lint.py',), ('tests/test_bad_input.py',)
 MUTANTS = [
     # metrics: unknown-answer policies, unknown-rate, counted_yes, bootstrap, aggregates
     Mutant('policy_no', M, "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn + un", "elif unknown in ('no', 'vlmevalkit'): fn, tn = fn + up, tn", (M,),
@@ -63,6 +65,19 @@ MUTANTS = [
            why="RePOPE tests no before yes"),
     Mutant('relabel_contradiction', 'nbs/benchmarks/04d_relabel.ipynb', "if k in seen and seen[k][0] != norm(r['label']):", "if False:",
            pytest=('tests/test_relabel.py',), why='a question with two labels accepted'),
+    # intervals by image everywhere (tests/test_clustered.py), the paper's records and their deriver (tests/test_paper_records.py)
+    Mutant('strata_ignored', M, "    for grp in _strata_of(codes, strata):", "    for grp in _strata_of(codes, None):", pytest=('tests/test_clustered.py',),
+           why="resampling within label lets the label balance drift"),
+    Mutant('precision_by_question', 'nbs/interface/17_precision.ipynb', "(ga[n], gb[n])], lab, 'f1', n_boot, seed, None if img is None else img[ix])",
+           "(ga[n], gb[n])], lab, 'f1', n_boot, seed, None)", pytest=('tests/test_clustered.py',), why="precision shifts resample questions"),
+    Mutant('controls_by_question', 'nbs/appendix/15c_controls.ipynb', "clusters=image_clusters(g.image, resample)))", "clusters=None))",
+           pytest=('tests/test_clustered.py',), why="the corrections figure resamples questions"),
+    Mutant('attention_by_question', 'nbs/appendix/12_attention.ipynb', "t = boot_totals(x, cluster_codes(clusters, len(v)), n_boot, seed)",
+           "t = boot_totals(x, cluster_codes(None, len(v)), n_boot, seed)", pytest=('tests/test_clustered.py',), why="attention's interval resamples questions"),
+    Mutant('confounds_by_question', 'nbs/appendix/11b_confounds.ipynb', "'images': dict(clusters=images)}", "'images': {}}",
+           pytest=('tests/test_clustered.py',), why="the confounds chapter's image interval resamples questions"),
+    Mutant('deriver_labels_unchecked', 'tests/paper_fixtures.py', "if r['label'] != pope[split][q][1]: raise Bad", "if False: raise Bad",
+           pytest=('tests/test_paper_records.py',), why="a record whose label is not POPE's is derived"),
     # readouts: text rule, missing logits, schema, logits check, ties, registry
     Mutant('vlmeval_both', R, "return 'yes' if y and not n else 'no' if n and not y else 'unknown'",
            "return 'yes' if y else 'no' if n else 'unknown'", (R,), why='"yes and no" read as yes'),
@@ -118,6 +133,22 @@ MUTANTS = [
            why='the BOS row read as an even spread (c = 0): the defect would no longer be a no-op'),
     Mutant('adaptvis_switch', G, "torch.where(conf < self.params['threshold']", "torch.where(conf > self.params['threshold']", (), GT,
            why='AdaptVis smooths the confident answers and sharpens the rest'),
+    # lint: ids by data flow, the BOS, nothing read, helpers in the package, what a reader reads, the coding cookie
+    Mutant('lint_names_only', LI, "            if binds: return self.values_of_bindings(binds, name, scope)", "            if binds and name.startswith('yes'): return self.values_of_bindings(binds, name, scope)", (), LT,
+           why='ids followed only through names that say yes (the issue: YES_2TOK missed)'),
+    Mutant('lint_no_bos', LV, "        if method == 'encode': return list(tok.encode(text, add_special_tokens=special))",
+           "        if method == 'encode': return list(tok.encode(text, add_special_tokens=False))", (), LT,
+           why="encode('Yes')[0] judged as if the tokenizer added no BOS"),
+    Mutant('lint_nothing_read_clean', LR, "        if self.bad or not self.read: return 2", "        if self.bad: return 2", (), LT + LB,
+           why='a gate that read nothing passes'),
+    Mutant('lint_no_package', LA, "    if src.path is None: return None", "    if True: return None", (), LT,
+           why='a helper of the same package is never followed'),
+    Mutant('lint_nope_yes', LFI, "ACCEPT = {'Nope': {'no', 'unknown'},", "ACCEPT = {'Nope': {'no', 'unknown', 'yes'},", (), LT,
+           why="'Nope' read as yes is no misreading"),
+    Mutant('lint_cookie', LF, "    try: text = raw.decode(enc)", "    try: text = raw.decode('utf-8')", (), LB,
+           why='the coding cookie ignored'),
+    Mutant('lint_strict_unread', LR, "or strict and bool(self.unread))", "or False)", (), LB,
+           why='--strict passes a file it could not read'),
     # issue 41: the newer surfaces refuse what they cannot read correctly (each killed by its test in test_bad_input.py)
 ] + [Mutant(n, f'nbs/{t}.ipynb', old, new, (), (f'{BI}::{test}',), why) for n, t, old, new, test, why in [
     ('several_benchmarks_pooled', 'benchmarks/01b_benchmarks', 'if len(by) > 1:', 'if False:', 'test_several_benchmarks_are_not_one_run',

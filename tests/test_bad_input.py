@@ -549,3 +549,48 @@ def test_template_and_template_file_together(tmp_path, capsys, shared, tiny_dirs
         code, err = cli(capsys, *cmd, '--template', 'llava15', '--template-file', tmp_path/'t.txt')
         assert code == 2 and err.count('\n') == 1 and "field 'template-file': --template and --template-file each give the template" in err, err
     assert not (tmp_path/'out').exists()
+# pope-audit lint: nothing read is never clean; what cannot be read is one line, without a traceback or a wait -------------
+
+LINT_FIX = __import__('pathlib').Path(__file__).parent/'fixtures'/'lint'
+
+
+def lint_run(tmp_path, *args, timeout=120):
+    "`pope-audit lint` in a fresh process (a FIFO opened by mistake would hang it, the timeout would say so)."
+    from pope_audit.core import shared_dir
+    gguf = shared_dir(required=True)/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
+    return subprocess.run(CLI + ['lint', *map(str, args), '--tokenizer', str(gguf)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+
+
+@pytest.mark.parametrize('make, args, line', [
+    (lambda d: (d/'empty').mkdir(), ['empty'], 'nothing read: no Python file or notebook in empty'),
+    (lambda d: ((d/'docs').mkdir(), (d/'docs/readme.md').write_text('no code')), ['docs'], 'nothing read: no Python file or notebook in docs'),
+    (lambda d: ((d/'code').mkdir(), (d/'code/a.py').write_text('x = 1\n')), ['code', '--exclude', '*.py'], 'nothing read: every Python file was excluded'),
+    (lambda d: None, ['gone.py'], 'gone.py: no such file or folder'),
+    (lambda d: (d/'notes.txt').write_text('hi'), ['notes.txt'], 'notes.txt: not a Python file or notebook'),
+    (lambda d: __import__('os').mkfifo(d/'pipe.py'), ['pipe.py'], 'pipe.py: a FIFO, not a file: refused unread'),
+])
+def test_lint_reads_nothing(tmp_path, shared, make, args, line):
+    "An empty folder, a folder without Python, everything excluded, a wrong path, a FIFO: exit 2 with one line, nothing on stdout."
+    make(tmp_path)
+    r = lint_run(tmp_path, *args)
+    assert (r.returncode, r.stderr.strip(), r.stdout) == (2, line, ''), r.stderr
+
+
+@pytest.mark.parametrize('name, content, message', [
+    ('broken.py', 'def f(:\n    return 1\n', 'broken.py:1: syntax error: invalid syntax'),
+    ('deep.py', 'x = ' + '+'.join(['1'] * 100_000) + '\n', 'deep.py: nested too deeply for the Python parser'),
+    ('latin.py', '# coding: latin-1\nYES_ID = 3582  # é\n'.encode('latin-1'), None),
+    ('plain.py', 'A = "é"\n'.encode('latin-1'), 'plain.py: not UTF-8 text (byte 5)'),
+    ('cells.ipynb', json.dumps({'cells': [{'cell_type': 'code', 'source': 42}]}), 'cells.ipynb:cell 1: a code cell whose source is not text (int)'),
+    ('blob.py', b'\0\1binary', 'blob.py: a binary file, not Python'),
+])
+def test_lint_unreadable_file_beside_a_read_one(tmp_path, shared, name, content, message):
+    "A file lint cannot read is one line; with another file read the exit is 0, under --strict 1. A coding cookie decides the decoding."
+    (tmp_path/'ok.py').write_text('x = 1\n')
+    (tmp_path/name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    r = lint_run(tmp_path, '.')
+    if message is None:                                          # the cookie is honoured: the file is read, its excluded id found
+        assert r.returncode == 1 and 'latin.py:2: [WRONG] id excluded' in r.stdout, r.stdout + r.stderr
+        return
+    assert r.returncode == 0 and f'{message} (not read)' in r.stdout and 'Traceback' not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert lint_run(tmp_path, '.', '--strict').returncode == 1

@@ -1,13 +1,15 @@
-"`pope-audit lint` on evaluation code written in the field's shapes, under the real LLaMA-2 and Qwen2 vocabularies."
-import json, subprocess, sys
+"`pope-audit lint` on evaluation code written in the field's shapes, under the real LLaMA-2, Qwen2 and Gemma 3 vocabularies."
+import json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 import yaml
-from pope_audit.cli import main
 from pope_audit.lint import BATTERY, lint, read_sources, scan, greedy_reading
+from conftest import run_cli
 
 FIX = Path(__file__).parent/'fixtures'/'lint'
+PAT = FIX/'patterns'
 ROOT = Path(__file__).parent.parent
+SPACE = 'USER: <image>\n{question} ASSISTANT: '          # a LLaVA template that ends in a space
 
 
 @pytest.fixture(scope='module')
@@ -22,69 +24,161 @@ def qwen(shared):
     return shared_tokenizer('qwen2')
 
 
+@pytest.fixture(scope='module')
+def gemma(shared):
+    from pope_audit.tokens import shared_tokenizer
+    return shared_tokenizer('gemma-3')
+
+
 def by_line(report, name):
     return {f.line: f for f in report.findings if Path(f.file).name == name}
 
 
-def run_cli(capsys, *args):
-    "The CLI in this process: (exit code, stdout)."
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as e: code = e.code
-    return code, capsys.readouterr().out
+def verdicts(report):
+    return [(f.line, f.what, f.verdict) for f in report.findings]
 
 
-def test_llama_ids(llama):
-    "The paper's pair 3582/1217 is excluded under LLaVA-1.5's template; 3869/1939 are what the model emits there."
-    r = lint([FIX/'field/two_token_logits.py', FIX/'field/transferred_ids.py'], llama, 'llava15')
-    two, moved = by_line(r, 'two_token_logits.py'), by_line(r, 'transferred_ids.py')
-    assert [(two[n].ids, two[n].spells, two[n].verdict) for n in (8, 9, 13)] == [
-        ([3582], ['yes'], 'excluded'), ([1217], ['no'], 'excluded'), ([3869], [' Yes'], 'derived')]
-    assert [(moved[n].ids, moved[n].verdict) for n in (4, 5, 9)] == [([3869], 'derived'), ([1939], 'derived'), ([3869, 1939], 'derived')]
-    assert two[8].fix == "use the derived ids (max over each set): yes 3869 ' Yes', 4874 ' yes'"
+# ids by data flow ------------------------------------------------------------------------------------------------
+
+def test_paper_script_pattern(llama):
+    "The paper's own shape: ids in constants of any name read from the scores; the 2-token pair excluded, the 8-token max derived."
+    r = lint([PAT/'two_token_constants.py'], llama, 'llava15')
+    assert verdicts(r) == [(12, 'logits[YES_2TOK[0]]', 'excluded'), (12, 'logits[NO_2TOK[0]]', 'excluded'), (13, 'logits[i]', 'derived'),
+                           (14, 'logits[i]', 'derived'), (15, 'logits[YES]', 'excluded'), (15, 'logits[NO]', 'excluded'), (16, 'logits[i]', 'derived')]
+    two = r.findings[0]
+    assert (two.ids, two.spells) == ([3582], ['yes'])
+    assert "3582 spells 'yes', but after '\\nASSISTANT:' the model starts 'yes' with 3869 ' Yes' or 4874 ' yes': 3582 never starts the answer" == two.detail
+    assert two.fix == "use the derived ids (max over each set): yes 3869 ' Yes', 4874 ' yes'"
     assert r.exit_code() == 1
 
 
-def test_qwen2_spells_llama_ids_otherwise(qwen):
-    "LLaMA's ' Yes'/' No' ids carried to Qwen2 spell ' }}' and '?\\n\\n' there; the fix names Qwen2's own ids."
-    r = lint([FIX/'field/transferred_ids.py'], qwen, 'llava15')
-    f = by_line(r, 'transferred_ids.py')
-    assert (f[4].spells, f[4].verdict, f[5].spells, f[5].verdict) == ([' }}'], 'unrelated', ['?\n\n'], 'unrelated')
-    assert f[4].fix == "use the derived ids (max over each set): yes 7414 ' Yes', 9834 ' yes'"
+def test_renaming_the_constants_changes_nothing(llama, tmp_path):
+    "The issue's report: renaming YES_2TOK to any name leaves the finding as it was (found by flow, not by name)."
+    src = (PAT/'two_token_constants.py').read_text()
+    (tmp_path/'renamed.py').write_text(src.replace('YES_2TOK', 'A').replace('NO_2TOK', 'B'))
+    r = lint([tmp_path/'renamed.py'], llama, 'llava15')
+    assert [(f.line, f.ids, f.verdict) for f in r.findings][:2] == [(12, [3582], 'excluded'), (12, [1217], 'excluded')]
 
 
-def test_bos_lookup(llama, qwen):
-    "encode('Yes')[0] on LLaMA's BOS-adding tokenizer is BOS (id 1); without special tokens it is ' Yes'; Qwen2 adds no BOS."
-    f = by_line(lint([FIX/'field/encode_first.py'], llama, 'llava15'), 'encode_first.py')
-    assert [(f[n].ids, f[n].spells, f[n].verdict) for n in (4, 5, 9, 14)] == [
-        ([1], ['<s>'], 'special'), ([1], ['<s>'], 'special'), ([3869], [' Yes'], 'derived'), ([3582], ['yes'], 'excluded')]
-    assert 'BOS' in f[4].detail and f[17].verdict == 'suspect'
-    q = by_line(lint([FIX/'field/encode_first.py'], qwen, 'llava15'), 'encode_first.py')
-    assert (q[4].ids, q[4].spells, q[4].verdict) == ([9454], ['Yes'], 'excluded')
-    qv = by_line(lint([FIX/'field/encode_first.py'], qwen, 'qwen2-vl'), 'encode_first.py')
-    assert qv[4].verdict == 'derived'                      # the chat template starts the answer on a new line: no space
+def test_ids_carried_to_another_vocabulary(qwen):
+    "LLaMA's ids read from a Qwen2 model's logits spell ' typ' and ' reg' there; the fix names Qwen2's own ids under its chat template."
+    r = lint([PAT/'carried_ids.py', PAT/'two_token_constants.py'], qwen, 'qwen2-vl')
+    carried = next(f for f in r.findings if f.file.endswith('carried_ids.py'))
+    assert (carried.ids, carried.spells, carried.verdict) == ([3582], [' typ'], 'unrelated')
+    assert carried.fix == "use the derived ids (max over each set): yes 9454 'Yes', 9693 'yes'"
+    assert {f.verdict for f in r.findings} == {'unrelated'} and len(r.findings) == 9
 
 
-def test_lookup_of_both_words(tmp_path, llama):
-    "convert_tokens_to_ids(['▁Yes', '▁No']) judges each id for its own word; the bare words are excluded after 'ASSISTANT:'."
-    (tmp_path/'pair.py').write_text("def ids(tokenizer):\n    return tokenizer.convert_tokens_to_ids(['▁Yes', '▁No']), tokenizer.convert_tokens_to_ids(['Yes', 'No'])\n")
-    r = lint([tmp_path], llama, 'llava15')
-    assert [(f.ids, f.spells, f.verdict) for f in r.findings] == [([3869, 1939], [' Yes', ' No'], 'derived'), ([8241, 3782], ['Yes', 'No'], 'excluded')]
+def test_bos_first_lookup(llama, gemma, qwen):
+    "encode(answer)[0] with the answer a default argument carried through a zip: the BOS on LLaMA (1) and Gemma (2); 'Yes' on Qwen2."
+    got = [lint([PAT/'bos_first.py'], t, m).findings for t, m in [(llama, 'llava15'), (gemma, 'paligemma'), (qwen, 'qwen2-vl')]]
+    assert [(f[0].line, f[0].ids, f[0].spells, f[0].verdict) for f in got] == [
+        (18, [1], ['<s>'], 'special'), (18, [2], ['<bos>'], 'special'), (18, [9454], ['Yes'], 'derived')]
+    assert 'a special token the tokenizer adds' in got[0][0].detail
 
 
-def test_notebook_cells(llama):
-    "A notebook's finds are placed at cell:line, magics and shell lines skipped."
-    r = lint([FIX/'field/eval_notebook.ipynb'], llama, 'llava15')
-    assert [(f.cell, f.line, f.verdict) for f in r.findings] == [(3, 2, 'special'), (3, 3, 'special')]
-    assert r.findings[0].where.endswith('eval_notebook.ipynb:cell 3:2')
+def test_template_ending_in_a_space(llama):
+    "The bare word looked up per Enum member: ' Yes'/' No' after 'ASSISTANT:', but after a trailing space no yes/no form is one token."
+    r = lint([PAT/'enum_lookup.py'], llama, SPACE)
+    f, = r.findings
+    assert (f.kind, f.ids, f.verdict) == ('lookup', [1939, 3869], 'excluded')
+    assert 'no single token starts a' in f.detail and f.fix.startswith('no yes/no id can start the answer under this template')
+    assert lint([PAT/'enum_lookup.py'], llama, 'llava15').findings[0].verdict == 'derived'
 
 
-def test_parser_readings(llama):
-    "Each parser's reading of the battery, from a model of its rule."
+def test_derived_ids_by_data_flow(llama):
+    "Helpers, defaults, a config dict, a class attribute, index_select/gather, BOS written in, logged forms: all followed, all derived."
+    r = lint([PAT/n for n in ('derived_by_helper.py', 'bos_aware.py', 'logged_forms.py')], llama, 'llava15')
+    got = {(Path(f.file).name, f.line, f.what): (f.ids, f.verdict) for f in r.findings}
+    assert got[('derived_by_helper.py', 20, 'logits[..., yes]')] == ([3869, 4874], 'derived')
+    assert got[('derived_by_helper.py', 24, 'logits[yes_id]')] == ([3869], 'derived')
+    assert got[('derived_by_helper.py', 29, 'probs[:, CONFIG["yes_id"]]')] == ([3869], 'derived')
+    assert got[('derived_by_helper.py', 39, 'logits.index_select(-1, self.yes_ids)')] == ([3869, 4874], 'derived')
+    assert got[('derived_by_helper.py', 39, 'logits.gather(-1, self.no_ids)')] == ([1939, 694], 'derived')
+    assert got[('bos_aware.py', 13, 'scores[yes_id]')] == ([3869], 'derived')
+    assert got[('logged_forms.py', 15, 'output.scores[0][0][label_id[key]]')] == ([4874, 3869, 8241, 694, 1939, 3782], 'derived')
+    assert {v for _, v in got.values()} == {'derived'} and r.exit_code() == 0
+
+
+def test_ids_from_an_earlier_cell(llama):
+    "Ids bound in one notebook cell and read in a later one: the readout is judged where it reads them, the binding not twice."
+    r = lint([PAT/'earlier_cell.ipynb'], llama, 'llava15')
+    assert [(f.cell, f.line, f.ids, f.verdict) for f in r.findings] == [(3, 3, [3582], 'excluded'), (3, 3, [1217], 'excluded')]
+    assert r.findings[0].where.endswith('earlier_cell.ipynb:cell 3:3')
+
+
+def test_an_id_source_lint_cannot_see(llama):
+    "Ids from a helper outside the code given: cannot judge, naming the helper; never a guessed WRONG."
+    r = lint([PAT/'unseen_ids.py'], llama, 'llava15')
+    f, = r.findings
+    assert f.verdict == 'suspect' and 'answer_token_ids() from vendor_tools' in f.detail
+    assert (r.exit_code(), r.exit_code(strict=True)) == (0, 1)
+
+
+def test_old_field_shapes(llama, qwen):
+    "The chapter's first fixtures: the excluded pair, a greedy id compared, BOS lookups, a notebook, ids moved to Qwen2."
+    r = lint([FIX/'field/two_token_logits.py', FIX/'field/encode_first.py', FIX/'field/eval_notebook.ipynb'], llama, 'llava15')
+    two, enc = by_line(r, 'two_token_logits.py'), by_line(r, 'encode_first.py')
+    assert [(two[n].ids, two[n].verdict) for n in (8, 9, 13)] == [([3582], 'excluded'), ([1217], 'excluded'), ([3869], 'derived')]
+    assert [(enc[n].ids, enc[n].spells, enc[n].verdict) for n in (4, 9, 14)] == [([1], ['<s>'], 'special'), ([3869], [' Yes'], 'derived'), ([3582], ['yes'], 'excluded')]
+    assert enc[17].verdict == 'suspect' and 'cfg.yes_word' in enc[17].detail
+    assert [(f.cell, f.line, f.verdict) for f in r.findings if f.file.endswith('.ipynb')] == [(3, 2, 'special'), (3, 3, 'special')]
+    q = lint([FIX/'field/transferred_ids.py'], qwen, 'llava15')
+    assert [(f.line, f.spells, f.verdict) for f in q.findings][:2] == [(4, [' }}'], 'unrelated'), (5, ['?\n\n'], 'unrelated')]
+
+
+def test_static_reading_needs_no_tokenizer():
+    "Scanning finds the literal ids with no tokenizer at all; the ids only a tokenizer knows are left for judging."
+    fs = scan(read_sources(PAT/'two_token_constants.py')[0])
+    assert sorted((f.line, f.side, f.ids) for f in fs if not f.named)[:2] == [(12, 'no', {'no': [1217]}), (12, 'yes', {'yes': [3582]})]
+    fs = scan(read_sources(PAT/'bos_first.py')[0])
+    assert [(f.line, f.ids) for f in fs if f.kind == 'id'] == [(18, {})]
+
+
+# parsers ------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('name, verdict, misread', [
+    ('recorder.py', 'disagrees', {'Nope': 'yes', 'None': 'yes', 'Not sure': 'yes', 'I cannot tell': 'yes', 'Yes and no': 'no', '': 'yes'}),
+    ('substring_anywhere.py', 'disagrees', {'Not sure': 'no', 'I cannot tell': 'no'}),
+    ('mme_prefix.py', 'disagrees', {'Not sure': 'no'}),
+    ('first_word_nested.py', 'agrees', {}),
+])
+def test_parser_misreadings(llama, name, verdict, misread):
+    "Each parser's misread answers, modelled from its code: recorders, substrings, MME's prefix; a nested helper followed."
+    f, = lint([PAT/name], llama, 'llava15').findings
+    assert (f.verdict, {a: r for a, r, _ in f.misread}) == (verdict, misread)
+
+
+def test_label_dependent_parsers(llama):
+    "Exact match after lower().strip() and case-sensitive equality with 'Yes', both against the label: 'Yes.' is credited under neither label."
+    r = lint([PAT/'exact_after_strip.py', PAT/'case_sensitive.py'], llama, 'llava15')
+    assert [f.verdict for f in r.findings] == ['label-dependent', 'label-dependent']
+    exact, case = r.findings
+    assert exact.reading['Yes.'] == 'not credited' and exact.reading['yes'] == 'gold yes: credited; gold no: not credited'
+    assert case.reading['Yes'] == 'gold yes: credited; gold no: not credited' and case.reading['yes'] == 'not credited'
+
+
+def test_judge_reply_parser(llama):
+    "A judge's reply read with 'correct' in it: 'Incorrect' and 'Not correct' read as correct; startswith('correct') misses none of those."
+    loose, careful = lint([PAT/'judge_reply.py'], llama, 'llava15').findings
+    assert {a: r for a, r, _ in loose.misread} == {'Incorrect': 'yes', 'incorrect.': 'yes', 'The answer is incorrect.': 'yes', 'Not correct': 'yes', '': 'no'}
+    assert {a: r for a, r, _ in careful.misread} == {'The answer is correct.': 'no', '': 'no'}
+
+
+def test_helper_in_the_package_is_followed(llama, tmp_path):
+    "A sound parser calling a punctuation helper of its package agrees; read alone, lint cannot judge it and names the helper."
+    r = lint([PAT/'helper_pkg'], llama, 'llava15')
+    assert [(f.what, f.verdict) for f in r.findings] == [('def yes_no(…)', 'agrees')]
+    shutil.copy(PAT/'helper_pkg/evalkit/scoring/yes_no.py', tmp_path/'yes_no.py')
+    f, = lint([tmp_path], llama, 'llava15').findings
+    assert f.verdict == 'suspect' and 'strip_punctuation() from evalkit' in f.detail
+
+
+def test_old_parser_fixtures(llama):
+    "POPE's default-yes rule assigned into the record; exact match, substring, prefix, negative words; a label-dependent count."
     r = lint([FIX/'field/pope_style_parse.py', FIX/'field/string_rules.py', FIX/'field/label_dependent.py'], llama, 'llava15')
     pope = by_line(r, 'pope_style_parse.py')[13]
-    assert pope.verdict == 'disagrees' and "POPE's default-yes" in pope.detail
+    assert pope.verdict == 'disagrees' and "POPE's default-yes" in pope.detail and pope.default == 'yes'
     assert pope.reading == {'Yes': 'yes', 'yes': 'yes', 'Yes.': 'yes', 'Yes, there is a dog in the image.': 'yes', 'NO': 'yes', 'No.': 'no',
                             'Nope': 'yes', 'None': 'yes', 'Not sure': 'yes', 'There is no dog in the image.': 'no', 'I cannot tell': 'yes',
                             'Yes and no': 'no', '': 'yes'}
@@ -103,48 +197,40 @@ def test_model_agrees_with_the_rules_it_models(llama, tmp_path):
     from pope_audit.lint import SILENCE
     bare = tmp_path/'readouts.py'                 # the package marks these rules `# pope-audit: ok`: read them without the marks
     bare.write_text(SILENCE.sub('#', (ROOT/'pope_audit/readouts.py').read_text()))
-    assert lint([ROOT/'pope_audit/readouts.py'], llama, 'llava15').exit_code() == 0
-    r = lint([bare], llama, 'llava15')
-    got = {f.what: f.reading for f in r.findings}
+    got = {f.what: f.reading for f in lint([bare], llama, 'llava15').findings}
     for name in ('pope_parse', 'lmms_exact', 'vlmeval_yorn'):
         fn = getattr(readouts, name)
         assert got[f'def {name}(…)'] == {a: fn(Record('random', 1, 'x.jpg', 'q', 'yes', text=a)) for a in BATTERY}
 
 
-def test_fix_agrees_with_greedy(llama):
-    "The clean example (derived ids, first-word parser) passes; its legacy pair is silenced; the helper file has no decision."
+def test_clean_code_and_silenced_lines(llama):
+    "The clean example passes; its legacy pair is silenced; the helper file has no decision."
     r = lint([FIX/'clean'], llama, 'llava15')
-    assert [(f.line, f.verdict) for f in r.findings] == [(4, 'derived'), (5, 'derived'), (11, 'agrees')]
+    assert [(f.line, f.verdict) for f in r.findings] == [(8, 'derived'), (8, 'derived'), (11, 'agrees')]
     assert (r.silenced, [Path(u).name for u in r.undecided], r.exit_code()) == (1, ['helpers.py'], 0)
     assert greedy_reading('Yes, there is') == 'yes' and greedy_reading('Nope') == 'unknown'
 
 
-def test_bad_input_one_line_each(tmp_path, llama):
-    "Not Python, binary, too large, broken notebook, syntax error: one line each; the good file beside them is still linted."
-    big = tmp_path/'big.py'
-    big.write_text('x = 1\n' * 400_000)
-    r = lint([FIX/'bad', FIX/'bad/notes.txt', big, tmp_path/'missing.py'], llama, 'llava15')
-    assert sorted(b.split(': ', 1)[1] for b in r.bad) == sorted([
-        'a binary file, not Python', 'broken notebook JSON (Expecting value)', 'syntax error: invalid syntax',
-        'not a Python file or notebook', 'too large to be an evaluation script (2,400,000 bytes > 2,000,000)', 'no such file or folder'])
-    assert any(b.endswith('syntax_error.py:1: syntax error: invalid syntax') for b in r.bad)
-    assert [(Path(f.file).name, f.verdict) for f in r.findings] == [('good_enough.py', 'excluded')]
-    assert r.exit_code() == 2
+def test_package_lints_clean(llama):
+    "The package's own code: no wrong finding (the field's rules it reproduces carry the marker)."
+    r = lint([ROOT/'pope_audit'], llama, 'llava15')
+    assert ([f.where for f in r.findings if f.wrong], r.unread, r.exit_code()) == ([], [], 0)
 
+
+# the command line --------------------------------------------------------------------------------------------------
 
 def test_cli_exit_codes_and_json(capsys, shared, tmp_path):
     gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
     assert run_cli(capsys, 'lint', FIX/'clean', '--tokenizer', gguf)[0] == 0
     assert run_cli(capsys, 'lint', FIX/'clean', '--tokenizer', gguf.parent, '--gguf-file', gguf.name)[0] == 0
-    code, out = run_cli(capsys, 'lint', FIX/'field/transferred_ids.py', '--tokenizer', shared/'tokenizers/qwen2', '--json')
+    code, out, _ = run_cli(capsys, 'lint', FIX/'field/transferred_ids.py', '--tokenizer', shared/'tokenizers/qwen2', '--json')
     assert code == 1 and [f['spells'] for f in json.loads(out)['findings']][:2] == [[' }}'], ['?\n\n']]
-    code, out = run_cli(capsys, 'lint', FIX/'field', '--tokenizer', gguf, '--json')
+    code, out, _ = run_cli(capsys, 'lint', FIX/'field', FIX/'bad', '--tokenizer', gguf, '--json')
     doc = json.loads(out)
-    assert code == 1 and doc['tokenizer'] == str(gguf)
-    assert all({'file', 'line', 'kind', 'ids', 'spells', 'verdict', 'fix'} <= set(f) for f in doc['findings'])
+    assert code == 1 and doc['tokenizer'] == str(gguf) and doc['files_read'] == 8 and len(doc['unread']) == 3
+    assert all({'file', 'line', 'kind', 'ids', 'spells', 'verdict', 'fix', 'misread', 'default'} <= set(f) for f in doc['findings'])
     assert {f['verdict'] for f in doc['findings']} == {'derived', 'excluded', 'special', 'suspect', 'disagrees', 'label-dependent'}
-    assert run_cli(capsys, 'lint', FIX/'bad', FIX/'clean', '--tokenizer', gguf)[0] == 2
-    # suspect fails only with --strict; --exclude skips a file; the marker silences a line
+    # cannot judge fails only with --strict; --exclude skips a file; the marker silences a line
     (tmp_path/'cfg.py').write_text('def ids(tok, cfg):\n    return tok.encode(cfg.yes_word, add_special_tokens=False)[-1]\n')
     assert run_cli(capsys, 'lint', tmp_path, '--tokenizer', gguf)[0] == 0
     assert run_cli(capsys, 'lint', tmp_path, '--tokenizer', gguf, '--strict')[0] == 1
@@ -152,7 +238,7 @@ def test_cli_exit_codes_and_json(capsys, shared, tmp_path):
     assert run_cli(capsys, 'lint', tmp_path, '--tokenizer', gguf, '--exclude', 'old.py')[0] == 0
     assert run_cli(capsys, 'lint', tmp_path, '--tokenizer', gguf)[0] == 1
     (tmp_path/'old.py').write_text('YES_ID = 3582  # pope-audit: ok\n')
-    code, out = run_cli(capsys, 'lint', tmp_path, '--tokenizer', gguf)
+    code, out, _ = run_cli(capsys, 'lint', tmp_path, '--tokenizer', gguf)
     assert code == 0 and '1 silenced' in out
 
 
@@ -178,8 +264,8 @@ print(n, heavy)
 
 def test_static_reading_is_light():
     "Finding the decisions loads neither torch nor transformers' model code (a fresh process)."
-    out = subprocess.run([sys.executable, '-c', LIGHT, str(FIX/'field')], capture_output=True, text=True, check=True).stdout.split(maxsplit=1)
-    assert int(out[0]) > 10 and out[1].strip() == '[]'
+    out = subprocess.run([sys.executable, '-c', LIGHT, str(PAT)], capture_output=True, text=True, check=True).stdout.split(maxsplit=1)
+    assert int(out[0]) > 30 and out[1].strip() == '[]'
 
 
 def test_lint_command_is_light(shared):
@@ -187,5 +273,5 @@ def test_lint_command_is_light(shared):
     gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
     code = ('import sys\nfrom pope_audit.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n'
             "print('TORCH', 'torch' in sys.modules)")
-    out = subprocess.run([sys.executable, '-c', code, 'lint', str(FIX/'clean'), '--tokenizer', str(gguf)], capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, '-c', code, 'lint', str(PAT), '--tokenizer', str(gguf)], capture_output=True, text=True).stdout
     assert 'TORCH False' in out

@@ -127,14 +127,3 @@ def test_score_resample_questions(shared, capsys):
     q = json.loads(out2)
     assert code == code2 == 0 and img['resample'] == 'images' and q['resample'] == 'questions'
     assert 0.8 < img['f1_intervals'][0]['deff'] < 1.0 and q['f1_intervals'][0]['deff'] is None
-
-def test_paper_fixture_provenance():
-    "The paper's derived records carry their provenance, and their labels and images are POPE's (LLaVA's copy)."
-    from pathlib import Path
-    import pandas as pd
-    ref = Path(__file__).parent/'reference/paper'
-    prov = json.loads((ref/'provenance.json').read_text())['gap_adversarial.csv']
-    g = pd.read_csv(ref/'gap_adversarial.csv')
-    assert prov['repository'] == 'Kesav2k04/ugaa-research' and prov['rows'] == len(g)
-    assert (g.label == np.where(g.question_id % 2 == 1, 'yes', 'no')).all()
-    assert g.groupby('image').size().max() == 6
