@@ -36,8 +36,9 @@ def render(nb_path=root/'nbs'/'index.ipynb') -> str:
         for o in c.get('outputs', []):
             t = o.get('text') or o.get('data', {}).get('text/plain')
             if not t: continue
-            t = shown(''.join(t))
+            t = ''.join(t)
             text += t if o.get('output_type') == 'stream' else (text and '\n') + t.rstrip() + '\n'   # stream chunks join as written
+        text = shown(text)                                      # after joining: a path may span two chunks
         if text.strip(): out.append('```\n' + text.rstrip() + '\n```')
     return '\n\n'.join(out) + '\n'
 
