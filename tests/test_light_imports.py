@@ -175,6 +175,8 @@ def test_chapters_that_need_the_run_extra(tmp_path, light_site):
     r = subprocess.run([sys.executable, '-S', '-c', script, *mods], capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONPATH': light_site})
     heavy = set(r.stdout.split())
     assert {'models', 'inference', 'demo'} <= heavy and not {'scoring', 'tokens', 'lint', 'report', 'stream', 'cli'} & heavy, heavy
+    from pope_audit.layers import needs_run_extra
+    assert heavy == set(needs_run_extra())                     # the architecture chapter's list, read from the code, is what imports
     chapter = {}
     for nb in root.glob('nbs/*/*.ipynb'):
         for c in json.loads(nb.read_text())['cells']:
