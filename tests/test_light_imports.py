@@ -137,6 +137,21 @@ def test_model_commands_name_the_run_extra(tmp_path, light_site, argv):
     assert not (tmp_path/'never').exists()
 
 
+def test_a_torch_that_does_not_import(tmp_path, tmp_path_factory):
+    "A `[run]` install whose torch is there by its metadata but fails to import (a CUDA build without its libraries): one line, exit 2."
+    import site, pope_audit
+    d = tmp_path_factory.mktemp('broken-torch-site')
+    for p in Path(site.getsitepackages()[0]).iterdir():
+        if p.name != 'torch': (d/p.name).symlink_to(p)                 # torch's metadata stays: pip would call it installed
+    (d/'torch').mkdir()
+    (d/'torch'/'__init__.py').write_text("raise OSError('libcudart.so.13: cannot open shared object file: No such file or directory')\n")
+    r = subprocess.run([sys.executable, '-S', '-m', 'pope_audit.cli', 'run', '--model', 'x', '--questions', 'q', '--out', tmp_path/'never'],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONPATH': f'{d}{os.pathsep}{Path(pope_audit.__file__).parent.parent}'})
+    assert (r.returncode, len(r.stderr.strip().splitlines())) == (2, 1), r.stderr[-2000:]
+    assert 'torch does not import (OSError: libcudart.so.13' in r.stderr and "pip install 'pope-audit[run]'" in r.stderr
+    assert not (tmp_path/'never').exists()
+
+
 def test_light_commands_without_the_run_extra(tmp_path, light_site, records, shared):
     "probe (a GGUF vocabulary and a chat template), lint, score, report, reconstruct, export and ls, with no torch to be found."
     gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
