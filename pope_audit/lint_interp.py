@@ -5,14 +5,14 @@
 # %% ../nbs/interface/18d_lint_interp.ipynb #8a6af035
 from __future__ import annotations
 import ast, re
-from .lint_ast import Module, label_ish, up, enclosing, package_module
+from .lint_ast import Module, label_ish, up, enclosing, package_module, chain_base, field_read
 from .lint_values import (Unmodelled, ReplyLost, NeedsTokenizer, Stop, Answer, Label, Unseen, Func, EnumClass, Oracle, Encoding, Opaque, Instance,
                           Library, PassThrough, Member, TOKENIZERS, STR_METHODS, CONTAINER_METHODS, RE_FUNCS, SAFE_FUNCS, IDENTITY, LABEL_READ,
                           MAX_CHOICES, AT_USE, Reply, Fork, unmodelled, said, is_tokenizer, private_copy, same_value, items_of, pick, narrow,
                           outcome_of, decides, carries_reply, carries_data, replied, tested_word, MAX_LOOPS)
 
 # %% auto #0
-__all__ = ['Interp', 'field_read']
+__all__ = ['Interp']
 
 # %% ../nbs/interface/18d_lint_interp.ipynb #90bea728
 class Interp:
@@ -485,7 +485,8 @@ class Interp:
                     if isinstance(nm, ast.Name): self.env[nm.id] = e
             return
         if self.answer is not None and not isinstance(value, ast.Constant):
-            if all(isinstance(t, ast.Name) and label_ish(t.id) for t in targets): v = Label(self.label)   # gt_ans = doc['answer'].lower(): the label
+            if all(isinstance(t, ast.Name) and label_ish(t.id) for t in targets) and not isinstance(self.env.get(chain_base(value)), Reply):
+                v = Label(self.label)                                        # gt_ans = doc['answer'].lower(): the label (pred_label = text: the rule's own)
         for t in targets: self.bind(t, v)
         self.sources.update({t.id: value for t in targets if isinstance(t, ast.Name)})
         if self.saw_label == seen: self.decide(value, v)                      # a label turned into 1/0 is not the answer's reading
@@ -566,11 +567,6 @@ class Interp:
         except (Unmodelled, Stop): pass
 
 # %% ../nbs/interface/18d_lint_interp.ipynb #2ed3ec92
-def field_read(node) -> bool:
-    "Is `node` a field read from a record (`doc['answer'].lower().strip()`), not a value a rule computed?"
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute): node = node.func.value
-    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
-
 def _lookup(mod:Module, name:str, depth:int, missing:list|None=None):
     "A function (or other binding) named `name` at the top of a package module, through its `from .x import *` lines (those it cannot read go to `missing`)."
     if name in mod.functions: return Func(mod.functions[name], mod)

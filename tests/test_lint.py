@@ -216,7 +216,7 @@ def test_tests_on_unseen_data_must_agree(llama, tmp_path):
 
 
 def test_asserted_field_is_the_label(llama):
-    "A field called 'answer' asserted to be yes or no is the gold label: 'Not sure' (read as no by its first letters) is credited under the label no."
+    "A field called 'answer' asserted to be yes or no is the gold label, the rule's own `pred_label` is not: 'Not sure' (no by its first letters) is credited under the label no."
     letters, score = lint([PAT/'asserted_label.py'], llama, 'llava15').findings
     assert score.verdict == 'label-dependent'
     assert [score.reading[a] for a in ('Yes', 'Not sure', 'Yes.')] == ['gold yes: credited; gold no: not credited',
