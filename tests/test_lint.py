@@ -179,6 +179,7 @@ def test_judge_reply_behind_a_retry_loop(llama):
     ask, grade = lint([PAT/'judge_api_retry.py'], llama, 'llava15').findings
     assert {a: r for a, r, _ in ask.misread} == {'Yes.': 'unknown', 'Yes, there is a dog in the image.': 'unknown', 'No.': 'unknown'}
     assert {a: r for a, r, _ in grade.misread} == {'Not correct': 'yes'}          # verdict codes '1'/'0' read as the numbers they are
+    assert '(yes|no)' in ask.fix and '(correct|incorrect)' in grade.fix              # a judge's verdict gets the verdict's fix
 
 
 def test_helpers_through_star_imports(llama):
