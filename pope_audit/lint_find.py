@@ -8,14 +8,14 @@ import ast, itertools, re
 from dataclasses import dataclass, field
 from .lint_files import Source
 from .lint_ast import Module, names_in, name_parts, yes_no_of, yes_no_text, label_ish, up, short, enclosing, JUDGE_WORDS
-from .lint_values import Unmodelled, NeedsTokenizer, Stop, LABEL_READ, TOKENIZERS, Fork, Forks, outcome_of, items_of, decides
+from .lint_values import Unmodelled, NeedsTokenizer, Stop, LABEL_READ, TOKENIZERS, Fork, Forks, Opaque, outcome_of, items_of, decides
 from .lint_interp import Interp
 
 # %% auto #0
 __all__ = ['LOGITS', 'SHAPES', 'MIN_ID', 'INDEX_CALLS', 'PASS_THROUGH', 'WORD_PARTS', 'BATTERY', 'JUDGE_BATTERY', 'ACCEPT',
-           'MAX_WAYS', 'OFF_PATH', 'NEG_HINT', 'TEXT_METHODS', 'RAW', 'Find', 'logits_like', 'side_of', 'values_at',
-           'values_at_gens', 'resolve_index', 'ids_of', 'find_ids', 'word_side', 'find_lookups', 'greedy_reading',
-           'accepted', 'model_reading', 'read_battery', 'find_parsers']
+           'MAX_WAYS', 'NOT_TEXT', 'OFF_PATH', 'NEG_HINT', 'TEXT_METHODS', 'RAW', 'Find', 'logits_like', 'side_of',
+           'values_at', 'values_at_gens', 'resolve_index', 'ids_of', 'find_ids', 'word_side', 'find_lookups',
+           'greedy_reading', 'accepted', 'model_reading', 'takes_no_text', 'read_battery', 'find_parsers']
 
 # %% ../nbs/interface/18e_lint_find.ipynb #f2ec9890
 @dataclass
@@ -340,16 +340,26 @@ def model_reading(unit, params:list[str], m:Module, answer:str, label:str|None=N
     for _, it in done[1:]: done[0][1].features.update(it.features)
     return done[0]
 
+# annotations that say a parameter holds no reply text (a list of options, a number, a flag)
+NOT_TEXT = {'list', 'List', 'Sequence', 'Iterable', 'dict', 'Dict', 'Mapping', 'tuple', 'Tuple', 'set', 'Set', 'int', 'float', 'bool'}
+
+def takes_no_text(ann) -> bool:
+    "Does a parameter's annotation say it holds something other than text (`choices: List[str]`, `strict: bool`)?"
+    head = ann.value if isinstance(ann, ast.Subscript) else ann
+    return (head.attr if isinstance(head, ast.Attribute) else getattr(head, 'id', None)) in NOT_TEXT
+
 def _reading_once(unit, params:list[str], m:Module, answer:str, label:str|None, plan:list) -> tuple[str, Interp]:
     "One run of the rule in `unit` on `answer`, the tests on unseen data taken as `plan` says; a parameter with a default keeps it; an error it raises is a refusal."
     it = Interp(m, answer=answer, label=label)
     it.forks = Forks(plan)
     it.scope = enclosing(unit) if isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.For)) else None
-    defaults = {}
+    defaults, typed = {}, {}
     if isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         pos = [*unit.args.posonlyargs, *unit.args.args]
         defaults = dict(zip([a.arg for a in pos][len(pos) - len(unit.args.defaults):], unit.args.defaults))
+        typed = {a.arg: a.annotation for a in pos if takes_no_text(a.annotation)}
     for p in params:
+        if p in typed: it.env[p] = Opaque(f'{p} is a {ast.unparse(typed[p])}, not a reply'); continue
         try: it.env[p] = it.ev(defaults[p]) if p in defaults else it.free(p)
         except (Unmodelled, Stop): it.env[p] = it.free(p)
     body = [ast.Return(unit.body)] if isinstance(unit, ast.Lambda) else unit.body if hasattr(unit, 'body') else [unit]

@@ -265,6 +265,7 @@ class Interp:
     # attributes, subscripts, calls ------------------------------------------------------------------------------------
     def ev_Attribute(self, n):
         base = self.ev(n.value)
+        if isinstance(base, Opaque): raise Unmodelled(f'{said(n)}: {base.why}')
         if isinstance(base, Oracle): return base.attr(n.attr)
         if isinstance(base, Encoding) and n.attr in base: return base[n.attr]
         if isinstance(base, Member): return getattr(base, n.attr) if n.attr in ('name', 'value') else unmodelled(f'.{n.attr}')
@@ -415,9 +416,9 @@ class Interp:
                 g = gens[0]
                 try: items = items_of(self.val(self.ev(g.iter)), self)
                 except NeedsTokenizer: raise
-                except Unmodelled:
+                except Unmodelled as e:
                     if g.ifs or len(gens) > 1: raise
-                    items = [Opaque()]                                           # data lint cannot see: what does not read it still shows
+                    items = [Opaque(e.why)]                                      # data lint cannot see: what does not read it still shows
                 for item in items:
                     self.bind(g.target, item)
                     if all(self.val(self.ev(c)) for c in g.ifs): loop(gens[1:])

@@ -196,9 +196,9 @@ def test_lookup_over_several_words(llama):
 
 
 def test_settings_are_not_replies(llama):
-    "A coercer that takes booleans, a question typed at the terminal, a ',none' suffix regex: no yes/no decision."
-    r = lint([PAT/'settings_not_replies.py'], llama, 'llava15')
-    assert r.findings == [] and len(r.undecided) == 1
+    "A coercer that takes booleans, a question typed at the terminal, a ',none' suffix regex: no decision; options typed List[str]: cannot judge, never wrong."
+    f, = lint([PAT/'settings_not_replies.py'], llama, 'llava15').findings
+    assert (f.what, f.verdict) == ('def is_yes_no_question(…)', 'suspect') and 'choices is a List[str], not a reply' in f.detail
 
 
 def test_counted_under_a_word_test(llama):
