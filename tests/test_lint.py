@@ -196,9 +196,10 @@ def test_lookup_over_several_words(llama):
 
 
 def test_settings_are_not_replies(llama):
-    "A coercer that takes booleans, a question typed at the terminal, a ',none' suffix regex: no decision; options typed List[str]: cannot judge, never wrong."
-    f, = lint([PAT/'settings_not_replies.py'], llama, 'llava15').findings
-    assert (f.what, f.verdict) == ('def is_yes_no_question(…)', 'suspect') and 'choices is a List[str], not a reply' in f.detail
+    "A coercer that takes booleans, a question typed at the terminal, a ',none' suffix regex: no decision; options typed List[str] and an environment switch: cannot judge, never wrong."
+    opts, env = lint([PAT/'settings_not_replies.py'], llama, 'llava15').findings
+    assert (opts.what, opts.verdict) == ('def is_yes_no_question(…)', 'suspect') and 'choices is a List[str], not a reply' in opts.detail
+    assert (env.what, env.verdict) == ('def downloads_enabled(…)', 'suspect') and 'os.environ.get' in env.detail   # a fixed lookup is no request: not the reply
 
 
 def test_counted_under_a_word_test(llama):
