@@ -371,6 +371,7 @@ def _reading_once(unit, params:list[str], m:Module, answer:str, label:str|None, 
         if s.kind == 'return' and res == 'unknown' and it.outcome: res = it.outcome          # returns a record: the decision it kept
     return res, it
 
+# why lint cannot judge a rule when no run of the battery reaches its yes/no test
 OFF_PATH = 'its yes/no test sits on a path the model never took (a setting chose another branch)'
 
 def read_battery(unit, params:list[str], m:Module, battery=BATTERY, tests=()):
