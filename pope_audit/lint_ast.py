@@ -10,8 +10,8 @@ from .lint_files import Source, read_sources, parse_source
 from .core import InputError
 
 # %% auto #0
-__all__ = ['LABEL_WORDS', 'JUDGE_WORDS', 'name_parts', 'names_in', 'yes_no_of', 'label_ish', 'yes_no_text', 'parents', 'up',
-           'short', 'enclosing', 'Module', 'package_module']
+__all__ = ['LABEL_WORDS', 'JUDGE_WORDS', 'name_parts', 'names_in', 'yes_no_of', 'label_ish', 'yes_no_text', 'chain_base',
+           'field_read', 'parents', 'up', 'short', 'enclosing', 'Module', 'package_module']
 
 # %% ../nbs/interface/18b_lint_ast.ipynb #ead613e8
 def name_parts(name:str) -> list[str]:
@@ -48,6 +48,23 @@ def yes_no_text(s) -> str|None:
     if not isinstance(s, str): return None
     w = s.replace('▁', ' ').replace('Ġ', ' ').strip().lower()
     return w if w in ('yes', 'no') else None   # pope-audit: ok  (lint's own word matching, not a readout)
+
+# %% ../nbs/interface/18b_lint_ast.ipynb #e7224e0f
+def _chain_root(node):
+    "The value a chain of method calls starts from (`doc['answer']` in `doc['answer'].lower().strip()`)."
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute): node = node.func.value
+    return node
+
+def chain_base(node) -> str|None:
+    "The name a chain of method calls starts from, if it starts from a name."
+    root = _chain_root(node)
+    return root.id if isinstance(root, ast.Name) else None
+
+def field_read(node) -> bool:
+    "Is `node` a field read from a record (`doc['answer'].lower().strip()`), not a value a rule computed?"
+    root = _chain_root(node)
+    return isinstance(root, ast.Subscript) and isinstance(root.slice, ast.Constant) and isinstance(root.slice.value, str)
+
 
 # %% ../nbs/interface/18b_lint_ast.ipynb #252fb63f
 def parents(tree):

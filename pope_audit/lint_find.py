@@ -8,14 +8,14 @@ import ast, itertools, re
 from dataclasses import dataclass, field
 from .lint_files import Source
 from .lint_ast import Module, names_in, name_parts, yes_no_of, yes_no_text, label_ish, up, short, enclosing, JUDGE_WORDS
-from .lint_values import Unmodelled, NeedsTokenizer, Stop, LABEL_READ, TOKENIZERS, outcome_of, items_of, decides
+from .lint_values import Unmodelled, NeedsTokenizer, Stop, LABEL_READ, TOKENIZERS, Fork, Forks, Opaque, outcome_of, items_of, decides
 from .lint_interp import Interp
 
 # %% auto #0
 __all__ = ['LOGITS', 'SHAPES', 'MIN_ID', 'INDEX_CALLS', 'PASS_THROUGH', 'WORD_PARTS', 'BATTERY', 'JUDGE_BATTERY', 'ACCEPT',
-           'NEG_HINT', 'TEXT_METHODS', 'RAW', 'Find', 'logits_like', 'side_of', 'values_at', 'values_at_gens',
-           'resolve_index', 'ids_of', 'find_ids', 'find_lookups', 'greedy_reading', 'accepted', 'model_reading',
-           'read_battery', 'find_parsers']
+           'MAX_WAYS', 'NOT_TEXT', 'OFF_PATH', 'NEG_HINT', 'TEXT_METHODS', 'RAW', 'Find', 'logits_like', 'side_of',
+           'values_at', 'values_at_gens', 'resolve_index', 'ids_of', 'find_ids', 'word_side', 'find_lookups',
+           'greedy_reading', 'accepted', 'model_reading', 'takes_no_text', 'read_battery', 'find_parsers']
 
 # %% ../nbs/interface/18e_lint_find.ipynb #f2ec9890
 @dataclass
@@ -32,6 +32,7 @@ class Find:
     context: bool = True                        # the code around it speaks of yes or no
     named: bool = False                         # a literal bound to a yes/no id name (reported where no readout uses it)
     reads: list = field(default_factory=list)   # the bindings its ids were followed through
+    word: object = None                         # a lookup: the expression of the word it looks up
 
 # names that mark logits or scores
 LOGITS = re.compile(r'logit|score|prob', re.I)
@@ -257,13 +258,14 @@ def _lookup_side(arg, m:Module) -> str|None:
     "yes, no, or '?' for both, when a lookup's argument is a yes/no word (a literal, or a constant, default or loop that holds one) or a name for one."
     try: vs = [arg.value] if isinstance(arg, ast.Constant) else values_at(arg, Interp(m))
     except (Unmodelled, Stop): vs = []
-    labs = set()
-    for w in [x for v in vs for x in ([v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else [])]:
-        if isinstance(w, str):
-            lab = yes_no_text(re.sub(r'^(<s>|<\|begin_of_text\|>|<bos>)', '', w)) or yes_no_text(w.split('\n')[-1])
-            if lab: labs.add(lab)
+    labs = {word_side(w) for v in vs for w in ([v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else [])} - {None}
     if labs: return labs.pop() if len(labs) == 1 else '?'
     return next((yes_no_of(x) for x in names_in(arg) if yes_no_of(x) and set(name_parts(x)) <= WORD_PARTS), None)   # pope-audit: ok  (lint's own word matching)
+
+def word_side(w) -> str|None:
+    "'yes' or 'no' for a word a lookup asks for ('Yes', '<s> yes', 'ASSISTANT:\\nNo'), else None."
+    if not isinstance(w, str): return None
+    return yes_no_text(re.sub(r'^(<s>|<\|begin_of_text\|>|<bos>)', '', w)) or yes_no_text(w.split('\n')[-1])
 
 def _outer(call):
     "The call with the `.input_ids`/`['input_ids']` and constant indexes applied to its result: the expression that yields the ids."
@@ -283,7 +285,7 @@ def find_lookups(s:Source, m:Module, tree) -> list[Find]:
             base = n.value.func if isinstance(n.value, ast.Call) else n.value
             if (names_in(base)[-1:] and names_in(base)[-1] in ('vocab', 'get_vocab')) and isinstance(n.ctx, ast.Load):
                 lab = _lookup_side(n.slice, m)
-                if lab: out.append(Find(n.lineno, 'lookup', short(s, n), node=n, side=lab))
+                if lab: out.append(Find(n.lineno, 'lookup', short(s, n), node=n, side=lab, word=n.slice))
             continue
         if not isinstance(n, ast.Call) or not (n.args or n.keywords): continue
         f = n.func
@@ -298,7 +300,7 @@ def find_lookups(s:Source, m:Module, tree) -> list[Find]:
         lab = _lookup_side(arg, m)
         if not lab: continue
         top = _outer(n)
-        out.append(Find(n.lineno, 'lookup', short(s, top), node=top, side=lab if not isinstance(arg, (ast.List, ast.Tuple)) else '?'))
+        out.append(Find(n.lineno, 'lookup', short(s, top), node=top, side=lab if not isinstance(arg, (ast.List, ast.Tuple)) else '?', word=arg))
     return out
 
 # %% ../nbs/interface/18e_lint_find.ipynb #f1353258
@@ -325,15 +327,39 @@ def accepted(answer:str) -> set:
     return ACCEPT.get(answer, {greedy_reading(answer)})
 
 # %% ../nbs/interface/18e_lint_find.ipynb #5f5a5a94
+MAX_WAYS = 8          # runs of one reading, a way each for the tests on data lint cannot see
+
 def model_reading(unit, params:list[str], m:Module, answer:str, label:str|None=None) -> tuple[str, Interp]:
-    "What the rule in `unit` makes of `answer` (with the gold label `label`), modelled statement by statement; a parameter with a default keeps it."
+    "What the rule in `unit` makes of `answer` (with the gold label `label`); a test on data lint cannot see is taken both ways, and the ways must agree."
+    plans, done, fork = [[]], [], None
+    while plans and len(done) + len(plans) <= MAX_WAYS:
+        plan = plans.pop()
+        try: done.append(_reading_once(unit, params, m, answer, label, plan))
+        except Fork as f: fork, plans = f, plans + [plan + [False], plan + [True]]
+    if plans or len({(r, it.credited) for r, it in done}) > 1: raise Unmodelled(f'the reading depends on {fork.test}, which lint cannot see')
+    for _, it in done[1:]: done[0][1].features.update(it.features)
+    return done[0]
+
+# annotations that say a parameter holds no reply text (a list of options, a number, a flag)
+NOT_TEXT = {'list', 'List', 'Sequence', 'Iterable', 'dict', 'Dict', 'Mapping', 'tuple', 'Tuple', 'set', 'Set', 'int', 'float', 'bool'}
+
+def takes_no_text(ann) -> bool:
+    "Does a parameter's annotation say it holds something other than text (`choices: List[str]`, `strict: bool`)?"
+    head = ann.value if isinstance(ann, ast.Subscript) else ann
+    return (head.attr if isinstance(head, ast.Attribute) else getattr(head, 'id', None)) in NOT_TEXT
+
+def _reading_once(unit, params:list[str], m:Module, answer:str, label:str|None, plan:list) -> tuple[str, Interp]:
+    "One run of the rule in `unit` on `answer`, the tests on unseen data taken as `plan` says; a parameter with a default keeps it; an error it raises is a refusal."
     it = Interp(m, answer=answer, label=label)
+    it.forks = Forks(plan)
     it.scope = enclosing(unit) if isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.For)) else None
-    defaults = {}
+    defaults, typed = {}, {}
     if isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         pos = [*unit.args.posonlyargs, *unit.args.args]
         defaults = dict(zip([a.arg for a in pos][len(pos) - len(unit.args.defaults):], unit.args.defaults))
+        typed = {a.arg: a.annotation for a in pos if takes_no_text(a.annotation)}
     for p in params:
+        if p in typed: it.env[p] = Opaque(f'{p} is a {ast.unparse(typed[p])}, not a reply'); continue
         try: it.env[p] = it.ev(defaults[p]) if p in defaults else it.free(p)
         except (Unmodelled, Stop): it.env[p] = it.free(p)
     body = [ast.Return(unit.body)] if isinstance(unit, ast.Lambda) else unit.body if hasattr(unit, 'body') else [unit]
@@ -341,18 +367,24 @@ def model_reading(unit, params:list[str], m:Module, answer:str, label:str|None=N
         it.run(body)
         res = it.outcome or 'unknown'
     except Stop as s:
-        res = outcome_of(it.val(s.value)) if s.kind == 'return' else 'unknown' if s.kind == 'error' else (it.outcome or 'unknown')
+        res = outcome_of(it.val(s.value)) if s.kind == 'return' else 'refused' if s.kind == 'error' else (it.outcome or 'unknown')
         if s.kind == 'return' and res == 'unknown' and it.outcome: res = it.outcome          # returns a record: the decision it kept
     return res, it
 
-def read_battery(unit, params:list[str], m:Module, battery=BATTERY):
-    "The battery read through a parser's rule: reading, features seen, whether it reads the gold label, and why not modelled."
-    feats = set()
+# why lint cannot judge a rule when no run of the battery reaches its yes/no test
+OFF_PATH = 'its yes/no test sits on a path the model never took (a setting chose another branch)'
+
+def read_battery(unit, params:list[str], m:Module, battery=BATTERY, tests=()):
+    "The battery read through a parser's rule: reading, features seen, whether it reads the gold label, and why not modelled (also when no run reaches `tests`)."
+    feats, reached = set(), set()
     def one(ans, lab):
         r, it = model_reading(unit, params, m, ans, lab)
-        feats.update(it.features)
+        feats.update(it.features); reached.update(it.reached)
         return ('credited' if it.credited else 'not credited') if lab and r == 'unknown' else r
-    try: return {a: one(a, None) for a in battery}, feats, False, None
+    def off_path(): return bool(tests) and not any(id(t) in reached for t in tests)
+    try:
+        reading = {a: one(a, None) for a in battery}
+        return (None, feats, False, OFF_PATH) if off_path() else (reading, feats, False, None)
     except NeedsTokenizer as e: return None, feats, False, str(e)
     except Unmodelled as e:
         if LABEL_READ not in str(e): return None, feats, False, str(e)
@@ -362,7 +394,7 @@ def read_battery(unit, params:list[str], m:Module, battery=BATTERY):
             y, n = one(a, 'yes'), one(a, 'no')
             reading[a] = y if y == n else f'gold yes: {y}; gold no: {n}'
     except Unmodelled as e: return None, feats, True, str(e)
-    return reading, feats, True, None
+    return (None, feats, True, OFF_PATH) if off_path() else (reading, feats, True, None)
 
 # %% ../nbs/interface/18e_lint_find.ipynb #e9b461e0
 # the yes/no words lint looks for in a parser's tests
@@ -392,7 +424,7 @@ def _test_words(n, m:Module) -> set:
         if isinstance(n.func.value, ast.Name) and n.func.value.id == 're' and n.args:
             a = n.args[0]
             if isinstance(a, ast.Constant) and isinstance(a.value, str):
-                return {w for w in ('yes', 'no', 'correct') if re.search(rf'(^|\W|\(|\|){w}', a.value, re.I)}   # pope-audit: ok  (lint's own word matching)
+                return {w for w in ('yes', 'no', 'correct') if re.search(rf'(^|\W|\(|\|){w}(?![a-z])', a.value, re.I)}   # pope-audit: ok  (lint's own word matching)
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args:       # a helper called with a yes/no word: find_word_position(s, 'yes')
         return set().union(*[words(a) for a in n.args[1:2]]) if len(n.args) > 1 else set()
     return set()
@@ -437,7 +469,20 @@ def _label_compares(unit, tests) -> list:
     "When the only yes/no tests are on the label (`assert gt in ['yes', 'no']`), the comparisons of the answer with that label: the decision."
     labels = {x for t, _ in tests for x in names_in(t) if label_ish(x)}
     return [n for n in ast.walk(unit) if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Eq, ast.NotEq))
-            and any(x in labels for x in names_in(n)) and not all(label_ish(x) for x in names_in(n))]
+            and any(x in labels for x in names_in(n)) and not all(label_ish(x) for x in names_in(n))
+            and not any(isinstance(s, ast.Constant) for s in (n.left, *n.comparators))]
+
+def _reads_values(unit, m:Module) -> bool:
+    "Does a function read settings or stored values rather than a model's reply: it takes a bool (`isinstance(v, bool)`), or its text comes from `input()` at the terminal?"
+    if not isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef)): return False
+    params = {a.arg for a in [*unit.args.posonlyargs, *unit.args.args, *unit.args.kwonlyargs]}
+    for n in ast.walk(unit):
+        if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Name): continue
+        if n.func.id == 'isinstance' and len(n.args) == 2 and isinstance(n.args[0], ast.Name) and n.args[0].id in params and 'bool' in names_in(n.args[1]): return True
+        callee = m.functions.get(n.func.id)
+        if n.func.id == 'input' and not m.bindings(None, 'input') or callee is not None and callee is not unit and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == 'input' for c in ast.walk(callee)): return True
+    return False
 
 def _argparse_helpers(tree) -> set:
     "Functions used as an argparse `type=` (`str2bool`) or raising `ArgumentTypeError`: they read a command line, not an answer."
@@ -456,6 +501,7 @@ def find_parsers(s:Source, m:Module, tree) -> list[Find]:
     for unit, tests in units.items():
         answer_tests = [t for t, w in tests if not any(label_ish(x) for x in names_in(t))] or _label_compares(unit or tree, tests)
         if not answer_tests or isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef)) and (label_ish(unit.name) or unit.name in cli): continue
+        if _reads_values(unit, m): continue                                            # a setting or a stored value, not a reply
         if not (_gives_answer(unit or tree) and _reads_text(unit or tree)): continue   # a check of input, or code on decided labels
         words = set().union(*[w for t, w in tests])
         battery = JUDGE_BATTERY if words & {'correct', 'incorrect'} and not words & {'yes', 'no'} else BATTERY
@@ -463,7 +509,7 @@ def find_parsers(s:Source, m:Module, tree) -> list[Find]:
         elif isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             node, params = unit, [a.arg for a in [*unit.args.posonlyargs, *unit.args.args] if a.arg not in ('self', 'cls')]
         else: node, params = unit, [x for x in names_in(unit.target)]
-        reading, feats, on_label, why = read_battery(node, params, m, battery)
+        reading, feats, on_label, why = read_battery(node, params, m, battery, answer_tests)
         first = min(answer_tests, key=lambda t: t.lineno)
         what = (f'def {unit.name}(…)' if isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef)) else short(s, first))
         out.append(Find(first.lineno, 'parser', what, parser=dict(reading=None if why else reading, features=sorted(feats), label=on_label,

@@ -5,10 +5,11 @@
 # %% ../nbs/interface/18d_lint_interp.ipynb #8a6af035
 from __future__ import annotations
 import ast, re
-from .lint_ast import Module, label_ish, up, enclosing, package_module
-from .lint_values import (Unmodelled, NeedsTokenizer, Stop, Answer, Label, Unseen, Func, EnumClass, Oracle, Encoding, Opaque, Instance,
+from .lint_ast import Module, label_ish, up, enclosing, package_module, chain_base, field_read
+from .lint_values import (Unmodelled, ReplyLost, NeedsTokenizer, Stop, Answer, Label, Unseen, Func, EnumClass, Oracle, Encoding, Opaque, Instance,
                           Library, PassThrough, Member, TOKENIZERS, STR_METHODS, CONTAINER_METHODS, RE_FUNCS, SAFE_FUNCS, IDENTITY, LABEL_READ,
-                          MAX_CHOICES, AT_USE, unmodelled, said, is_tokenizer, private_copy, same_value, items_of, pick, narrow, outcome_of, decides)
+                          MAX_CHOICES, AT_USE, Reply, Fork, unmodelled, said, is_tokenizer, private_copy, same_value, items_of, pick, narrow,
+                          outcome_of, decides, carries_reply, carries_data, replied, tested_word, MAX_LOOPS)
 
 # %% auto #0
 __all__ = ['Interp']
@@ -17,16 +18,17 @@ __all__ = ['Interp']
 class Interp:
     "Evaluates expressions and runs statements of one module symbolically; `answer` set: a parser model, free names are the answer."
     def __init__(self, module:Module, tok=None, answer:str|None=None, label:str|None=None, log:list|None=None, depth:int=0):
-        self.m, self.answer, self.label, self.depth = module, answer, label, depth
+        self.m, self.answer, self.label, self.depth = module, Reply(answer) if isinstance(answer, str) else answer, label, depth
         self.oracle = Oracle(tok, log)
         self.env, self.scope = {}, AT_USE
         self.outcome, self.credited, self.features, self.saw_label, self.nest = None, False, set(), False, 0
-        self._resolving = set()
+        self._resolving, self.forks, self.guards, self.reached, self.sources = set(), None, [], set(), {}
 
     def sub(self, module=None, scope=None):
         "A fresh frame whose free names resolve in `scope` (None: the module); it shares the tokenizer, the answer and what was learned."
         s = Interp(module or self.m, None, self.answer, self.label, self.oracle.log, self.depth + 1)
         s.oracle, s.features, s.scope, s._resolving = self.oracle, self.features, scope, self._resolving
+        s.forks, s.reached = self.forks, self.reached
         return s
 
     # values ------------------------------------------------------------------------------------------------
@@ -49,8 +51,9 @@ class Interp:
     def ev(self, n):
         m = getattr(self, 'ev_' + type(n).__name__, None)
         if m is None: raise Unmodelled(f'{type(n).__name__} expressions')
+        self.reached.add(id(n))
         try: return m(n)
-        except (Unmodelled, Stop, RecursionError): raise
+        except (Unmodelled, Stop, RecursionError, Fork): raise
         except Exception as e: raise Unmodelled(f'{said(n)} ({type(e).__name__} in the model)') from None   # real code the model does not fit
 
     def ev_Constant(self, n): return n.value
@@ -67,7 +70,8 @@ class Interp:
             else: out[self.val(self.ev(k))] = self.ev(v)
         return out
     def ev_JoinedStr(self, n):
-        return ''.join(str(self.val(self.ev(v.value if isinstance(v, ast.FormattedValue) else v))) for v in n.values)
+        parts = [self.val(self.ev(v.value if isinstance(v, ast.FormattedValue) else v)) for v in n.values]
+        return replied(''.join(map(str, parts)), any(isinstance(p, Reply) for p in parts))
     def ev_IfExp(self, n): return self.ev(n.body) if self.val(self.ev(n.test)) else self.ev(n.orelse)
     def ev_NamedExpr(self, n):
         v = self.ev(n.value); self.env[n.target.id] = v; return v
@@ -114,7 +118,7 @@ class Interp:
     def ev_Name(self, n):
         if n.id in self.env:
             v = self.env[n.id]
-            if isinstance(v, Unmodelled): raise Unmodelled(f'{n.id}: {v}')
+            if isinstance(v, Unmodelled): raise type(v)(f'{n.id}: {v}')
             if isinstance(v, Opaque): return v
             return v
         try: vals = self.resolve(n.id, n)
@@ -128,7 +132,16 @@ class Interp:
         if n.id in SAFE_FUNCS: return SAFE_FUNCS[n.id]
         if n.id == 're': return re
         if n.id in ('torch', 'np', 'numpy', 'F'): return Library(n.id)
-        return self.free(n.id)
+        return self.starred(n.id)
+
+    def starred(self, name:str):
+        "An unbound name: from the module's star imports when one of them defines it; unseen if one could not be read; else free."
+        missing = []
+        for module, level in self.m.star:
+            sub = package_module(self.m.source, module, level) if self.m.source is not None else None
+            found = _lookup(sub, name, 1, missing) if sub is not None else missing.append(('.' * level) + module)
+            if found is not None: return found
+        return Unseen(f'{name}() from {missing[0]} (a star import)') if missing else self.free(name)
 
     def resolve(self, name:str, at) -> list|None:
         "The values `name` can take where `at` reads it, from its bindings in the enclosing scopes; None when nothing in the code binds it."
@@ -252,6 +265,7 @@ class Interp:
     # attributes, subscripts, calls ------------------------------------------------------------------------------------
     def ev_Attribute(self, n):
         base = self.ev(n.value)
+        if isinstance(base, Opaque): raise Unmodelled(f'{said(n)}: {base.why}')
         if isinstance(base, Oracle): return base.attr(n.attr)
         if isinstance(base, Encoding) and n.attr in base: return base[n.attr]
         if isinstance(base, Member): return getattr(base, n.attr) if n.attr in ('name', 'value') else unmodelled(f'.{n.attr}')
@@ -315,7 +329,10 @@ class Interp:
     def ev_Call(self, n):
         f = self.ev(n.func)
         if isinstance(f, (Answer, Label)): return f                             # decode(out), get_answer(x): the answer
-        if isinstance(f, Unseen): raise Unmodelled(f'it calls {f.name}, which lint cannot see')
+        if isinstance(f, Unseen):
+            if self.answer is None or not self.requests(n): raise Unmodelled(f'it calls {f.name}, which lint cannot see')
+            if not self.given_reply(n): return Answer(self.answer)          # a request answered from outside: the reply
+            raise ReplyLost(f'it calls {f.name}, which lint cannot see')
         if isinstance(f, Func): return self.call_func(f, n)
         if isinstance(f, Instance): return f                                     # a class made: an object of it
         if isinstance(f, Oracle): return f.call('__call__', n, *self.args_of(n))
@@ -328,9 +345,29 @@ class Interp:
         if getattr(f, '__name__', '') in ('startswith', 'endswith'): self.features.add('prefix')
         if getattr(f, '__module__', '') == 're' or isinstance(getattr(f, '__self__', None), re.Pattern): self.features.add('regex')
         if f in SAFE_FUNCS.values() or callable(f) and (getattr(f, '__self__', None) is not None or getattr(f, '__module__', '') == 're'):
-            try: return f(*args, **kw)
-            except (TypeError, ValueError, IndexError, KeyError, AttributeError, re.error): raise Stop('error')
+            given = any(isinstance(x, Reply) for x in [getattr(f, '__self__', None), *args, *kw.values()])
+            try: return replied(f(*args, **kw), given)
+            except (TypeError, ValueError, IndexError, KeyError, AttributeError, re.error):
+                if f in (int, float) and given: return Opaque('a number read from the data')   # int(record['score']): another field, not the reply
+                raise Stop('error')
         raise Unmodelled('a call lint does not model')
+
+    def requests(self, n) -> bool:
+        "Does a call send something built from data (a prompt, messages), rather than look up fixed values (`os.environ.get('X', '1')`, `random.choice([0, 1])`)?"
+        for a in [*n.args, *[k.value for k in n.keywords]]:
+            try: v = self.ev(a.value if isinstance(a, ast.Starred) else a)
+            except (Unmodelled, Stop): return True
+            if carries_data(v): return True
+        return False
+
+    def given_reply(self, n) -> bool:
+        "Does a call hand the reply (or text made from it) to its callee as a positional argument, as a helper takes the text it works on? One lint cannot see might. (Keyword arguments are the settings of a request.)"
+        for a in n.args:
+            if isinstance(a, ast.Constant): continue
+            try: v = self.ev(a.value if isinstance(a, ast.Starred) else a)
+            except (Unmodelled, Stop): return True
+            if carries_reply(v) or isinstance(v, Label): return True
+        return False
 
     def args_of(self, n):
         args = []
@@ -379,9 +416,9 @@ class Interp:
                 g = gens[0]
                 try: items = items_of(self.val(self.ev(g.iter)), self)
                 except NeedsTokenizer: raise
-                except Unmodelled:
+                except Unmodelled as e:
                     if g.ifs or len(gens) > 1: raise
-                    items = [Opaque()]                                           # data lint cannot see: what does not read it still shows
+                    items = [Opaque(e.why)]                                      # data lint cannot see: what does not read it still shows
                 for item in items:
                     self.bind(g.target, item)
                     if all(self.val(self.ev(c)) for c in g.ifs): loop(gens[1:])
@@ -423,13 +460,15 @@ class Interp:
         kind = type(st).__name__
         h = getattr(self, 'st_' + kind, None)
         if h is not None: return h(st)
-        if isinstance(st, (ast.While,)): raise Unmodelled('while loops')
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)): self.env[st.name] = Func(st, self.m, None); return
         if isinstance(st, ast.Import):
             for a in st.names: self.env[a.asname or a.name.split('.')[0]] = re if a.name == 're' else Library(a.name)
         # anything else (prints, raises, asserts, deletes) does not decide
 
-    def st_Return(self, st): raise Stop('return', self.ev(st.value) if st.value is not None else None)
+    def st_Return(self, st):
+        seen, v = self.saw_label, self.ev(st.value) if st.value is not None else None
+        if self.label is not None and self.saw_label and not seen and decides(st.value): self.credited, v = outcome_of(self.val(v)) == 'yes', None   # return 1.0 if pred == gt else 0.0
+        raise Stop('return', v)
     def st_Break(self, st): raise Stop('break')
     def st_Continue(self, st): raise Stop('continue')
     def st_Raise(self, st): raise Stop('error')
@@ -447,8 +486,10 @@ class Interp:
                     if isinstance(nm, ast.Name): self.env[nm.id] = e
             return
         if self.answer is not None and not isinstance(value, ast.Constant):
-            if all(isinstance(t, ast.Name) and label_ish(t.id) for t in targets): v = Label(self.label)   # gt_ans = doc['answer'].lower(): the label
+            if all(isinstance(t, ast.Name) and label_ish(t.id) for t in targets) and not isinstance(self.env.get(chain_base(value)), Reply):
+                v = Label(self.label)                                        # gt_ans = doc['answer'].lower(): the label (pred_label = text: the rule's own)
         for t in targets: self.bind(t, v)
+        self.sources.update({t.id: value for t in targets if isinstance(t, ast.Name)})
         if self.saw_label == seen: self.decide(value, v)                      # a label turned into 1/0 is not the answer's reading
         elif self.label is not None and decides(value): self.credited = outcome_of(self.val(v)) == 'yes'   # score = 1 if pred == gt else 0
         self.saw_label = seen or self.saw_label
@@ -460,11 +501,38 @@ class Interp:
                     self.env[st.target.id] = v + d if isinstance(st.op, ast.Add) else v - d if isinstance(st.op, ast.Sub) else v
                     if not isinstance(v, (int, float)): return
             except Unmodelled: pass
+        if self.guards and self.guards[-1] and not self.saw_label and self.outcome is None: self.outcome = outcome_of(self.guards[-1])  # counted under a test for the word
         self.credited = self.credited or self.nest > 0
     def st_If(self, st):
+        try: go = self.val(self.ev(st.test))
+        except (NeedsTokenizer, Fork): raise
+        except Unmodelled as e:
+            if self.forks is None or LABEL_READ in str(e) or isinstance(e, ReplyLost): raise
+            go = self.forks.choose(said(st.test))                           # data lint cannot see: each way in turn
         self.nest += 1
-        try: self.run(st.body if self.val(self.ev(st.test)) else st.orelse)
-        finally: self.nest -= 1
+        self.guards.append(tested_word(st.test) if go else None)
+        try: self.run(st.body if go else st.orelse)
+        finally: self.nest -= 1; self.guards.pop()
+    def st_While(self, st):
+        for _ in range(MAX_LOOPS):
+            if not self.val(self.ev(st.test)): return self.run(st.orelse)
+            try: self.run(st.body)
+            except Stop as s:
+                if s.kind == 'break': return
+                if s.kind != 'continue': raise
+        raise Unmodelled('a while loop lint cannot see the end of')
+    def st_Assert(self, st):
+        "An assertion: a value asserted to be a yes/no word while it still carries the reply is the label (a reply cannot be asserted)."
+        t = st.test
+        if (self.answer is not None and isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Eq, ast.In))
+                and isinstance(t.left, ast.Name) and carries_reply(self.env.get(t.left.id)) and tested_word(t, words=False)
+                and field_read(self.sources.get(t.left.id))):
+            self.env[t.left.id] = Label(self.label)
+        seen = self.saw_label                                                 # checking the label is not deciding with it
+        try: ok = self.val(self.ev(t))
+        except Unmodelled: return
+        finally: self.saw_label = seen
+        if not ok: raise Stop('error')
     def st_For(self, st):
         items = self.val(self.ev(st.iter))
         try:
@@ -500,8 +568,8 @@ class Interp:
         except (Unmodelled, Stop): pass
 
 # %% ../nbs/interface/18d_lint_interp.ipynb #2ed3ec92
-def _lookup(mod:Module, name:str, depth:int):
-    "A function (or other binding) named `name` at the top of a package module, through its `from .x import *` lines."
+def _lookup(mod:Module, name:str, depth:int, missing:list|None=None):
+    "A function (or other binding) named `name` at the top of a package module, through its `from .x import *` lines (those it cannot read go to `missing`)."
     if name in mod.functions: return Func(mod.functions[name], mod)
     binds = mod.bindings(None, name)
     if binds:
@@ -512,7 +580,9 @@ def _lookup(mod:Module, name:str, depth:int):
         except Unmodelled: return None
     for module, level in mod.star:
         sub = package_module(mod.source, module, level)
-        if sub is not None and depth < 4:
-            found = _lookup(sub, name, depth + 1)
-            if found is not None: return found
+        if sub is None or depth >= 4:
+            if missing is not None: missing.append(('.' * level) + module)
+            continue
+        found = _lookup(sub, name, depth + 1, missing)
+        if found is not None: return found
     return None

@@ -9,15 +9,19 @@ from .lint_ast import label_ish, yes_no_of
 
 # %% auto #0
 __all__ = ['TOKENIZERS', 'STR_METHODS', 'CONTAINER_METHODS', 'RE_FUNCS', 'SAFE_FUNCS', 'IDENTITY', 'LABEL_READ', 'MAX_CHOICES',
-           'AT_USE', 'OUTCOMES', 'Unmodelled', 'NeedsTokenizer', 'Stop', 'Answer', 'Label', 'Unseen', 'Func',
-           'EnumClass', 'Oracle', 'Encoding', 'Opaque', 'Instance', 'Library', 'PassThrough', 'Member', 'unmodelled',
-           'said', 'is_tokenizer', 'private_copy', 'same_value', 'items_of', 'narrow', 'pick', 'outcome_of', 'decides']
+           'AT_USE', 'MAX_LOOPS', 'OUTCOMES', 'Unmodelled', 'ReplyLost', 'NeedsTokenizer', 'Stop', 'Answer', 'Label',
+           'Unseen', 'Func', 'EnumClass', 'Oracle', 'Encoding', 'Opaque', 'Instance', 'Library', 'PassThrough',
+           'Member', 'unmodelled', 'said', 'is_tokenizer', 'private_copy', 'same_value', 'items_of', 'narrow', 'pick',
+           'Reply', 'carries_reply', 'carries_data', 'replied', 'tested_word', 'Fork', 'Forks', 'outcome_of', 'decides']
 
 # %% ../nbs/interface/18c_lint_values.ipynb #798172b8
 class Unmodelled(Exception):
     "A value lint cannot see (it is never run): `why` says what stopped it."
     @property
     def why(self) -> str: return str(self)
+
+class ReplyLost(Unmodelled):
+    "The reply went through a helper lint cannot see: what the rule then reads is unknown (never guessed, never forked over)."
 
 class NeedsTokenizer(Unmodelled):
     "A value only the tokenizer knows, asked for while reading code without one."
@@ -189,6 +193,60 @@ def pick(target, value, name):
             if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(t)): return pick(t, v, name)
     raise Unmodelled('an assignment lint does not model')
 
+# %% ../nbs/interface/18c_lint_values.ipynb #c77c86e9
+class Reply(str):
+    "Text that carries the reply under test: the battery answer, and what the rule makes of it."
+    def __add__(self, o): return replied(str.__add__(self, o), True)
+    def __radd__(self, o): return replied(str.__add__(o, self), True) if isinstance(o, str) else NotImplemented
+    def __mod__(self, o): return replied(str.__mod__(self, o), True)
+    def __rmod__(self, o): return replied(str.__mod__(o, self), True) if isinstance(o, str) else NotImplemented
+    def __mul__(self, k): return replied(str.__mul__(self, k), True)
+    def __getitem__(self, k): return replied(str.__getitem__(self, k), True)
+
+def carries_reply(v) -> bool:
+    "Is `v` the reply, or text made from it?"
+    return isinstance(v, (Reply, Answer))
+
+def carries_data(v) -> bool:
+    "Is `v` (or anything in it) data rather than a fixed value written in the code: the reply, a label, a value lint cannot see, an object?"
+    if v is None or isinstance(v, (bool, int, float)) or isinstance(v, str) and not isinstance(v, Reply): return False
+    if isinstance(v, (list, tuple, set, frozenset)): return any(carries_data(x) for x in v)
+    if isinstance(v, dict): return any(carries_data(x) for x in [*v.keys(), *v.values()])
+    return True
+
+def replied(v, given:bool):
+    "What a call or operator returns, as reply text when it was given the reply (strings, and lists or tuples of them)."
+    if not given: return v
+    if isinstance(v, str) and not isinstance(v, Reply): return Reply(v)
+    if isinstance(v, (list, tuple)) and any(isinstance(x, str) for x in v): return type(v)(replied(x, True) for x in v)
+    return v
+
+MAX_LOOPS = 1000          # iterations of a `while` loop the model runs before it gives up
+
+def tested_word(test, words:bool=True):
+    "The yes/no (or judge) word a positive test looks for (`'yes' in x`, `x == 'No'`, `x.startswith('yes')`), else None; `words=False`: the set of words any test against them names."
+    consts = []
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.Eq)):
+        for side in (test.left, *test.comparators):
+            if isinstance(side, ast.Constant): consts.append(side.value)
+            elif isinstance(side, (ast.List, ast.Tuple, ast.Set)) and not words: consts += [e.value for e in side.elts if isinstance(e, ast.Constant)]
+    elif isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in ('startswith', 'endswith') and test.args:
+        consts += [test.args[0].value] if isinstance(test.args[0], ast.Constant) else []
+    ws = {c.strip(' .,!?').lower() for c in consts if isinstance(c, str)}
+    if not ws or not ws <= {'yes', 'no', 'correct', 'incorrect'}: return None   # pope-audit: ok  (lint's own word matching)
+    return ws if not words else ws.pop() if len(ws) == 1 else None
+
+class Fork(Exception):
+    "A test on data lint cannot see, met with no way chosen yet: the reading is run once each way."
+    def __init__(self, test): super().__init__(test); self.test = test
+
+class Forks:
+    "The ways taken at the tests lint cannot see, in the order met (a plan); past its end a test forks."
+    def __init__(self, plan=()): self.plan, self.i = list(plan), 0
+    def choose(self, test) -> bool:
+        if self.i < len(self.plan): self.i += 1; return self.plan[self.i - 1]
+        raise Fork(test)
+
 # %% ../nbs/interface/18c_lint_values.ipynb #f1d4650d
 # a parser's return value -> yes / no
 OUTCOMES = {True: 'yes', False: 'no', 1: 'yes', 0: 'no'}
@@ -197,7 +255,7 @@ def outcome_of(v) -> str:
     "A decided value as yes/no/unknown (strings by their word, a judge's 'correct'/'incorrect' too; True/1 yes, False/0 no)."
     if isinstance(v, str):
         w = v.strip().lower()
-        return w if w in ('yes', 'no') else {'correct': 'yes', 'incorrect': 'no'}.get(w, 'unknown')   # pope-audit: ok  (lint's own word matching)
+        return w if w in ('yes', 'no') else {'correct': 'yes', 'incorrect': 'no', '1': 'yes', '0': 'no'}.get(w, 'unknown')   # pope-audit: ok  (lint's own word matching; '1'/'0' as the numbers read)
     if type(v) in (bool, int): return OUTCOMES.get(v, 'unknown')
     if isinstance(v, float) and v in (0.0, 1.0): return OUTCOMES[int(v)]
     if isinstance(v, Member): return outcome_of(v.name)

@@ -10,10 +10,10 @@ from .lint_files import Source
 from .lint_ast import Module, up
 from .lint_values import Unmodelled, Stop
 from .lint_interp import Interp
-from .lint_find import Find, ids_of, resolve_index, values_at, accepted, greedy_reading, BATTERY, JUDGE_BATTERY, MIN_ID
+from .lint_find import Find, ids_of, resolve_index, values_at, accepted, greedy_reading, word_side, BATTERY, JUDGE_BATTERY, MIN_ID
 
 # %% auto #0
-__all__ = ['WRONG', 'ORDER', 'PARSER_FIX', 'lint_probe', 'Vocab', 'ids_verdict', 'Finding', 'parser_class', 'judge']
+__all__ = ['WRONG', 'ORDER', 'PARSER_FIX', 'JUDGE_FIX', 'lint_probe', 'Vocab', 'ids_verdict', 'Finding', 'parser_class', 'judge']
 
 # %% ../nbs/interface/18f_lint_verdicts.ipynb #6dd3307b
 # the verdicts that make lint fail
@@ -22,6 +22,8 @@ WRONG = ('excluded', 'unrelated', 'special', 'disagrees', 'label-dependent')
 ORDER = ['derived', 'agrees', 'suspect', 'excluded', 'unrelated', 'special', 'disagrees', 'label-dependent']
 # the fix lint suggests for a text parser
 PARSER_FIX = "read the first word, as greedy decoding does: m = re.match(r'\\W*(yes|no)\\b', text, re.I); pred = m[1].lower() if m else 'unknown'"
+# the fix for a judge's verdict: its first word, so that 'Not correct' and 'incorrect' are never read as correct
+JUDGE_FIX = "read the verdict's first word: m = re.match(r'\\W*(correct|incorrect)\\b', text, re.I); verdict = m[1].lower() if m else 'unknown'"
 
 def lint_probe(tok, template='llava15', question:str='Is there a dog in the image?', join:str|None=None):
     "The probe lint checks ids against (one call, so the probe's template options reach lint unchanged)."
@@ -139,11 +141,21 @@ def _id_finding(base, v:Vocab, groups:dict) -> Finding:
     else: detail = '; '.join(v.explain(i, k if k in ('yes', 'no') else None) for k, vs in groups.items() for i in dict.fromkeys(vs))
     return Finding(**base, verdict=verdict, ids=ids, spells=[v.spell(i) for i in ids], detail=detail, fix='' if verdict == 'derived' else v.fix(sides))
 
+def _word_groups(f:Find, vals:list, m:Module, v:Vocab) -> dict|None:
+    "A lookup over several words (`for w in ['true', 'false', 'yes', 'no']`): its ids by the yes/no word each was looked up for, the other words dropped; None when words and ids cannot be paired."
+    try: words = resolve_index(f.word, m, Interp(m, v.tok))
+    except (Unmodelled, Stop): return None
+    if len(words) != len(vals): return None
+    out = {}
+    for w, x in zip(words, vals):
+        if word_side(w): out.setdefault(word_side(w), []).extend(ids_of([x]))
+    return out
+
 def _judge_ids(f:Find, v:Vocab, m:Module, base:dict, log:list) -> Finding|None:
     "A token-id find judged: its ids resolved under the tokenizer (through every binding), explained id by id."
     if f.ids: groups = {k: list(vs) for k, vs in f.ids.items()}
     else:
-        try: ids = ids_of(resolve_index(f.node, m, Interp(m, v.tok, log=log)))
+        try: ids = ids_of(vals := resolve_index(f.node, m, Interp(m, v.tok, log=log)))
         except (Unmodelled, Stop) as e:
             if f.side == '?' and f.kind == 'id': return None
             why = f.why or (str(e) if isinstance(e, Unmodelled) else 'its value cannot be followed')
@@ -151,7 +163,9 @@ def _judge_ids(f:Find, v:Vocab, m:Module, base:dict, log:list) -> Finding|None:
         ids = [i for i in dict.fromkeys(ids)]
         if f.kind == 'id' and (not ids or len(ids) > 64 or f.side == '?' and not any(v.spelled(i) for i in ids if 0 <= i < len(v.tok))): return None
         if f.kind == 'lookup' and not ids: return Finding(**base, verdict='suspect', detail='its index falls outside what the tokenizer returns', fix=v.fix([f.side]))
-        groups = _by_side(v, f.side, ids)
+        groups = _word_groups(f, vals, m, v) if f.kind == 'lookup' and f.side == '?' and f.word is not None else None
+        if groups == {}: return None                                      # none of the words it looks up is yes or no: another readout
+        groups = groups or _by_side(v, f.side, ids)
     out = _id_finding(base, v, groups)
     if f.kind == 'lookup':
         out.detail = f"yields {out.ids} ({', '.join(map(repr, out.spells))}): " + out.detail
@@ -160,22 +174,24 @@ def _judge_ids(f:Find, v:Vocab, m:Module, base:dict, log:list) -> Finding|None:
 def _judge_parser(f:Find, base:dict) -> Finding:
     "A parser judged against what each battery answer says: the answers it misreads, and which way it defaults."
     p = f.parser
+    fix = JUDGE_FIX if p.get('battery') == 'judge' else PARSER_FIX
     if p['reading'] is None:
-        return Finding(**base, verdict='suspect', detail=f"cannot judge: {p['why']}", fix=PARSER_FIX)
-    if not p['label'] and set(p['reading'].values()) == {'unknown'}:
+        return Finding(**base, verdict='suspect', detail=f"cannot judge: {p['why']}", fix=fix)
+    if not p['label'] and set(p['reading'].values()) <= {'unknown', 'refused'}:
         return Finding(**base, verdict='suspect', detail='cannot judge: it reads no answer of the battery as yes or no, so the answer reaches it in a way lint does not see',
-                       reading=p['reading'], fix=PARSER_FIX)
+                       reading=p['reading'], fix=fix)
     cls = parser_class(p)
     if p['label']:
         both = [a for a, r in p['reading'].items() if r == 'credited']
         detail = 'it judges the answer by the gold label' + (f"; credited whatever the label: {', '.join(map(repr, both))}" if both else '')
-        return Finding(**base, verdict='label-dependent', detail=detail, reading=p['reading'], fix=PARSER_FIX)
+        return Finding(**base, verdict='label-dependent', detail=detail, reading=p['reading'], fix=fix)
     says = lambda a: ' or '.join(sorted(accepted(a)))
-    mis = [(a, p['reading'][a], says(a)) for a in p['reading'] if p['reading'][a] not in accepted(a)]
+    mis = [(a, p['reading'][a], says(a)) for a in p['reading'] if p['reading'][a] not in accepted(a) | {'refused'}]   # an error is loud, not a misreading
+    loud = sum(r == 'refused' for r in p['reading'].values())
     default = p['reading'].get('') if p['reading'].get('') in ('yes', 'no') else None
     detail = cls + (f"; misreads {len(mis)} of {len(p['reading'])} answers" if mis else '; reads every answer of the battery as a reader would') + \
-             (f'; a reply with no answer reads as {default!r}' if default else '')
-    return Finding(**base, verdict='disagrees' if mis else 'agrees', detail=detail, reading=p['reading'], fix=PARSER_FIX if mis else '',
+             (f'; a reply with no answer reads as {default!r}' if default else '') + (f'; raises on {loud} (loudly, not a misreading)' if loud else '')
+    return Finding(**base, verdict='disagrees' if mis else 'agrees', detail=detail, reading=p['reading'], fix=fix if mis else '',
                    misread=mis, default=default)
 
 def judge(f:Find, v:Vocab, src:Source, m:Module, log:list|None=None) -> Finding|None:

@@ -11,7 +11,7 @@ the mutant's checks in the copy: `nbdev_test --path nbs/...` for the notebooks a
 with the copy first on `PYTHONPATH`. An unmutated copy is checked first (it must pass, or the table means nothing).
 It prints `mutant | killed/SURVIVED | by` and exits with status 1 if any mutant survives. `--first` stops each
 mutant's checks at the first that fails (faster; `by` then names only that one). Not collected by pytest (no
-`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes), and about 9 more for the nineteen of issue 41 (`--first`: 8 minutes with the baseline, at load 5-7).
+`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes), about 9 more for the nineteen of issue 41 (`--first`: 8 minutes with the baseline, at load 5-7), and about 15 more for the nineteen of the held-out lint check (`--first`, at load 3-5).
 """
 from __future__ import annotations
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -149,8 +149,47 @@ MUTANTS = [
            why='the coding cookie ignored'),
     Mutant('lint_strict_unread', LR, "or strict and bool(self.unread))", "or False)", (), LB,
            why='--strict passes a file it could not read'),
-    # issue 41: the newer surfaces refuse what they cannot read correctly (each killed by its test in test_bad_input.py)
-] + [Mutant(n, f'nbs/{t}.ipynb', old, new, (), (f'{BI}::{test}',), why) for n, t, old, new, test, why in [
+    # issue 36, held-out check: real harness shapes (judges behind APIs, settings, star imports, lookups over several words)
+] + [Mutant(n, f'nbs/interface/18{t}.ipynb', old, new, (), LT, why) for n, t, old, new, why in [
+    ('lint_while_never_run', 'd_lint_interp', "        for _ in range(MAX_LOOPS):", "        for _ in range(0):",
+     "a judge's retry loop never entered: the rule after it is never read"),
+    ('lint_request_not_reply', 'd_lint_interp', "            if not self.given_reply(n): return Answer(self.answer)", "            if False: return Answer(self.answer)",
+     "what an API request returns is not taken as the reply"),
+    ('lint_helper_guessed', 'd_lint_interp', "            if carries_reply(v) or isinstance(v, Label): return True", "            if False: return True",
+     'a helper lint cannot see, given the reply, is taken to hand it back unchanged'),
+    ('lint_one_way_only', 'd_lint_interp', "            go = self.forks.choose(said(st.test))", "            go = True",
+     'a test on unseen data taken one way only: ways that disagree are not noticed'),
+    ('lint_count_unread', 'd_lint_interp', "if self.guards and self.guards[-1] and not self.saw_label and self.outcome is None: self.outcome = outcome_of(self.guards[-1])",
+     "if False: self.outcome = outcome_of(self.guards[-1])", "counting under 'yes' in text is no reading"),
+    ('lint_asserted_field_is_reply', 'd_lint_interp', "            self.env[t.left.id] = Label(self.label)", "            pass",
+     "a record field asserted to be yes/no stays the reply"),
+    ('lint_star_guessed', 'd_lint_interp', "        return Unseen(f'{name}() from {missing[0]} (a star import)') if missing else self.free(name)",
+     "        return self.free(name)", 'a star-imported helper neither followed nor named: the raw reply read in its place'),
+    ('lint_pred_label_is_gold', 'd_lint_interp', "if all(isinstance(t, ast.Name) and label_ish(t.id) for t in targets) and not isinstance(self.env.get(chain_base(value)), Reply):",
+     "if all(isinstance(t, ast.Name) and label_ish(t.id) for t in targets):", "a rule's own pred_label taken for the gold label"),
+    ('lint_number_field_is_reply', 'd_lint_interp', "                if f in (int, float) and given: return Opaque('a number read from the data')",
+     "                if False: return Opaque('a number read from the data')", "int(record['score']) of the reply raises and hides the decision"),
+    ('lint_return_credit_as_word', 'd_lint_interp', "if self.label is not None and self.saw_label and not seen and decides(st.value)", "if False",
+     'return 1.0 if pred == gt else 0.0 read as a yes/no word, not a credit'),
+    ('lint_fixed_lookup_is_request', 'd_lint_interp', "            if carries_data(v): return True", "            if True: return True",
+     'an environment switch taken for a reply from outside'),
+    ('lint_regex_word_prefix', 'e_lint_find', "{w}(?![a-z])', a.value, re.I)", "{w}', a.value, re.I)",
+     "',none$' taken for a test of the word 'no'"),
+    ('lint_settings_read', 'e_lint_find', "        if _reads_values(unit, m): continue", "        if False: continue",
+     'settings coercers and terminal prompts read as replies'),
+    ('lint_off_path_judged', 'e_lint_find', "    def off_path(): return bool(tests) and not any(id(t) in reached for t in tests)", "    def off_path(): return False",
+     'a rule judged on a path that never reaches its yes/no test'),
+    ('lint_label_vs_constant', 'e_lint_find', "            and not any(isinstance(s, ast.Constant) for s in (n.left, *n.comparators))]", "            ]",
+     "a test of the label against a constant taken for the answer compared with the label"),
+    ('lint_typed_param_reply', 'e_lint_find', "        if p in typed: it.env[p] = Opaque", "        if False: it.env[p] = Opaque",
+     'a parameter typed List[str] read as the reply'),
+    ('lint_other_words_judged', 'f_lint_verdicts', "        if word_side(w): out.setdefault(word_side(w), []).extend(ids_of([x]))",
+     "        out.setdefault(word_side(w) or '?', []).extend(ids_of([x]))", "ids looked up for 'true'/'false' judged as yes/no ids"),
+    ('lint_refusal_misread', 'f_lint_verdicts', "accepted(a) | {'refused'}]", "accepted(a)]", 'a reader that stops loudly counted as misreading'),
+    ('lint_judge_fix', 'f_lint_verdicts', "    fix = JUDGE_FIX if p.get('battery') == 'judge' else PARSER_FIX", "    fix = PARSER_FIX",
+     "a judge's verdict parser told to look for yes/no"),
+    # issue 41 (below): the newer surfaces refuse what they cannot read correctly (each killed by its test in test_bad_input.py)
+]] + [Mutant(n, f'nbs/{t}.ipynb', old, new, (), (f'{BI}::{test}',), why) for n, t, old, new, test, why in [
     ('several_benchmarks_pooled', 'benchmarks/01b_benchmarks', 'if len(by) > 1:', 'if False:', 'test_several_benchmarks_are_not_one_run',
      "a POPE log beside an MME log scored as one run"),
     ('one_file_mixed', 'benchmarks/01b_benchmarks', "if len(g) > 1: raise InputError('this file holds", "if False: raise InputError('this file holds",

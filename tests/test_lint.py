@@ -174,6 +174,64 @@ def test_helper_in_the_package_is_followed(llama, tmp_path):
     assert f.verdict == 'suspect' and 'strip_punctuation() from evalkit' in f.detail
 
 
+def test_judge_reply_behind_a_retry_loop(llama):
+    "A judge asked over an API inside `while True`: what the request returns is the reply, read by the rule after the loop."
+    ask, grade = lint([PAT/'judge_api_retry.py'], llama, 'llava15').findings
+    assert {a: r for a, r, _ in ask.misread} == {'Yes.': 'unknown', 'Yes, there is a dog in the image.': 'unknown', 'No.': 'unknown'}
+    assert {a: r for a, r, _ in grade.misread} == {'Not correct': 'yes'}          # verdict codes '1'/'0' read as the numbers they are
+    assert '(yes|no)' in ask.fix and '(correct|incorrect)' in grade.fix              # a judge's verdict gets the verdict's fix
+
+
+def test_helpers_through_star_imports(llama):
+    "A helper reached through `from ..util import *` is followed; one in a star-imported module that is not there makes lint say it cannot judge."
+    sound, loose = lint([PAT/'star_pkg/judgekit/scoring/yesno.py'], llama, 'llava15').findings
+    assert (sound.what, sound.verdict) == ('def extract(…)', 'agrees')
+    assert loose.verdict == 'suspect' and 'normalise() from .io (a star import)' in loose.detail
+
+
+def test_lookup_over_several_words(llama):
+    "true/false/yes/no looked up in one loop: only the yes/no ids are judged (' yes' 4874 and ' no' 694, the answer tokens after 'ASSISTANT:')."
+    f, = lint([PAT/'word_list_lookup.py'], llama, 'llava15').findings
+    assert (f.kind, f.verdict, f.ids) == ('lookup', 'derived', [4874, 694])
+
+
+def test_settings_are_not_replies(llama):
+    "A coercer that takes booleans, a question typed at the terminal, a ',none' suffix regex: no decision; options typed List[str] and an environment switch: cannot judge, never wrong."
+    opts, env = lint([PAT/'settings_not_replies.py'], llama, 'llava15').findings
+    assert (opts.what, opts.verdict) == ('def is_yes_no_question(…)', 'suspect') and 'choices is a List[str], not a reply' in opts.detail
+    assert (env.what, env.verdict) == ('def downloads_enabled(…)', 'suspect') and 'os.environ.get' in env.detail   # a fixed lookup is no request: not the reply
+
+
+def test_counted_under_a_word_test(llama):
+    "Counting under `'yes' in text` reads the reply as yes; a number field and a debug switch lint cannot see change nothing."
+    f, = lint([PAT/'counted_answers.py'], llama, 'llava15').findings
+    assert [f.reading[a] for a in ('Yes', 'NO', 'Not sure', 'I cannot tell', '')] == ['yes', 'no', 'no', 'no', 'unknown']
+    assert {a for a, _, _ in f.misread} == {'Not sure', 'I cannot tell'}
+
+
+def test_tests_on_unseen_data_must_agree(llama, tmp_path):
+    "A test on data lint cannot see is taken both ways; when the ways read the reply differently, lint cannot judge."
+    (tmp_path/'coin.py').write_text('import random\n\ndef read(reply):\n    if random.random() > 0.5:\n        return "yes" if "yes" in reply.lower() else "no"\n'
+                                    '    return "no" if "no" in reply.lower() else "yes"\n')
+    f, = lint([tmp_path/'coin.py'], llama, 'llava15').findings
+    assert f.verdict == 'suspect' and 'depends on random.random() > 0.5' in f.detail
+
+
+def test_asserted_field_is_the_label(llama):
+    "A field called 'answer' asserted to be yes or no is the gold label, the rule's own `pred_label` is not: 'Not sure' (no by its first letters) is credited under the label no."
+    letters, score = lint([PAT/'asserted_label.py'], llama, 'llava15').findings
+    assert score.verdict == 'label-dependent'
+    assert [score.reading[a] for a in ('Yes', 'Not sure', 'Yes.')] == ['gold yes: credited; gold no: not credited',
+                                                                       'gold yes: not credited; gold no: credited', 'gold yes: credited; gold no: not credited']
+
+
+def test_paths_settings_and_loud_refusals(llama):
+    "A yes/no branch only a setting reaches: cannot judge; a reader that asserts its format refuses loudly (no misreading); a test on a label alone: no finding."
+    branch, rating = lint([PAT/'modes_and_asserts.py'], llama, 'llava15').findings
+    assert branch.verdict == 'suspect' and 'path the model never took' in branch.detail
+    assert rating.verdict == 'agrees' and rating.reading['correct.'] == 'refused' and rating.reading['Incorrect'] == 'no'
+
+
 def test_old_parser_fixtures(llama):
     "POPE's default-yes rule assigned into the record; exact match, substring, prefix, negative words; a label-dependent count."
     r = lint([FIX/'field/pope_style_parse.py', FIX/'field/string_rules.py', FIX/'field/label_dependent.py'], llama, 'llava15')
