@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, asdict, replace
 from datetime import date
 from pathlib import Path
 import pandas as pd
-from .core import InputError, atomic_write, cache_dir, sha256_file, shared_dir
+from .core import InputError, atomic_write, cache_dir, error_line, sha256_file, shared_dir
 
 # %% auto #0
 __all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
@@ -183,7 +183,7 @@ def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None, revision:str|No
     except InputError: raise
     except Exception as e:
         where = Path(src)/gguf_file if gguf_file else src
-        raise InputError(f'cannot load tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})', where) from None
+        raise InputError(f'cannot load tokenizer ({error_line(e)})', where) from None
     tok.load_notes = notes
     if templates:                                   # transformers reads neither a GGUF file's named templates nor a processor's
         tok.chat_template = templates['default'] if list(templates) == ['default'] else templates
@@ -385,8 +385,6 @@ def _pin_date(tmpl:str) -> tuple[str, dict]:
     macro = '{%- macro strftime_now(f) -%}' + (ifs + '{%- else -%}' if fmts else '') + PINNED_DATE.isoformat() + ('{%- endif -%}' if fmts else '') + '{%- endmacro -%}'
     return macro + tmpl, {'date_string': PINNED_DATE.strftime('%d %b %Y')}
 
-def _one_line(e:Exception) -> str: return f'{type(e).__name__}: ' + ((str(e).strip().splitlines() or [''])[0][:200])
-
 def _tokenizer_of(obj): return getattr(obj, 'tokenizer', None) or obj          # a processor holds its tokenizer
 
 def chat_template_of(obj, name:str|None=None, choose:str='choose one with --chat-template NAME') -> tuple[str|None, str|None]:
@@ -443,7 +441,7 @@ def chat_prompt(obj, forms=FORMS, template_name:str|None=None) -> ChatPrompt:
                      [*([{'type': 'image'}] if style == 'blocks' and m['role'] == 'user' else []), {'type': 'text', 'text': m['content']}]) for m in msgs]
         return tok.apply_chat_template(conv, chat_template=tmpl, tokenize=False, add_generation_prompt=gen, **settings, **kw)
     def fail(e, what=''):
-        return InputError(f'the chat template ({source}) raises {_one_line(e)}{what}: {_NO_CHAT}', field='template')
+        return InputError(f'the chat template ({source}) raises {error_line(e)}{what}: {_NO_CHAT}', field='template')
     user, errors = [{'role': 'user', 'content': '{question}'}], []
     # content blocks with an image, a string, or text blocks alone (a template that reads content[0]['text'], as MiniMax's do)
     for style in (('blocks', 'text', 'text blocks') if re.search(r'''['"]image['"]''', tmpl) else ('text', 'text blocks', 'blocks')):

@@ -493,3 +493,13 @@ def test_template_reading_text_blocks(shared):
     pr = probe(tok, 'chat')
     assert pr.template.text == '<beginning_of_sentence>user name=user\n{question}<end_of_sentence>\n<beginning_of_sentence>ai name=assistant\n'
     assert pr.template.sep == '' and pr.derived == CHAT_IDS['qwen3'][0]
+
+
+def test_library_error_named_by_its_first_words(tiny_dirs, monkeypatch):
+    "transformers opens some messages with a newline (GLM-4.5V's processor without torchvision): the one line names the cause."
+    import transformers
+    from pope_audit.models import _processor
+    def refuse(*a, **k): raise ImportError('\nGlm4vVideoProcessor requires the Torchvision library but it was not found in your environment. Check out the\n...')
+    monkeypatch.setattr(transformers.AutoProcessor, 'from_pretrained', refuse)
+    with pytest.raises(InputError, match=r'cannot build the processor \(ImportError: Glm4vVideoProcessor requires the Torchvision library but it was not found'):
+        _processor(str(tiny_dirs['llava15']), 'llava', None)
