@@ -12,7 +12,7 @@ import torch
 from fastcore.basics import patch
 import pope_audit
 from .core import InputError, atomic_write, error_line, quiet_libraries, note
-from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note
+from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note, find_chat_template, _named
 from .family import (Encoded, expand_image_token, Family, FAMILIES, register_family, QUANTIZATIONS, DTYPES, bnb_config,
                                bnb_4bit_config, chat_prompt, PROMPT_PRESETS)   # the interface every family implements, re-exported here
 
@@ -283,9 +283,13 @@ def _processor(src, model_type, revision):
     if model_type == 'qwen2_vl':   # the full processor needs torchvision; the family needs only these two (the tokenizer with the processor's chat template)
         return QwenParts(load_tokenizer(src, revision=revision), AutoImageProcessor.from_pretrained(src, revision=revision))
     try:
-        with no_video_processor(): return AutoProcessor.from_pretrained(src, revision=revision)
+        with no_video_processor(): proc = AutoProcessor.from_pretrained(src, revision=revision)
     except Exception as e:
         raise InputError(f'cannot build the processor ({error_line(e)})', src, field='processor') from None
+    templates, where = find_chat_template(src)
+    for o in (proc, getattr(proc, 'tokenizer', None)):   # the file its template came from, named as the probe names it
+        if where and o is not None and _named(getattr(o, 'chat_template', None)) == templates: o.chat_template_source = where
+    return proc
 
 def _model_config(src, revision):
     from transformers import AutoConfig

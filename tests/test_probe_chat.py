@@ -404,7 +404,7 @@ def test_llava_folder_prompted_with_its_own_chat_template(tiny_dirs, tmp_path):
     (d/'chat_template.json').write_text(json.dumps({'chat_template': LLAVA_HF}))
     fam = load_adapter(str(d))
     assert fam.template.text == 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:'
-    assert fam.template_choice == "the model's own chat template (LlavaProcessor.chat_template)"
+    assert fam.template_choice == "the model's own chat template (chat_template.json: chat_template)"
     assert fam.probe.template.sep == ' ' and fam.probe.derived == {'yes': [3869, 4874], 'no': [694, 1939]}
     assert model_probe(str(d))[0].template.text == fam.template.text          # the transfer check reads the prompt the run uses
     given = load_adapter(str(d), template='llava15')
@@ -424,7 +424,7 @@ def test_run_manifest_says_which_template_and_why(tiny_dirs, shared, pope, tmp_p
     man = json.loads((tmp_path/'own'/'manifest.json').read_text())
     own = 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:'
     assert code == 0 and man['identity']['template']['text'] == own
-    assert man['template_choice'] == "the model's own chat template (LlavaProcessor.chat_template)"
+    assert man['template_choice'] == "the model's own chat template (chat_template.json: chat_template)"
     (tmp_path/'t.txt').write_text(own + '\n')                # a newline more than the model's own: used byte for byte, with a warning
     code, out, err = run_cli(capsys, *args, '--out', tmp_path/'file', '--template-file', tmp_path/'t.txt')
     assert code == 0, err
