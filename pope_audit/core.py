@@ -11,8 +11,8 @@ import warnings
 warnings.filterwarnings('ignore', message='IProgress not found')   # tqdm.auto in a notebook without ipywidgets: it falls back to a text bar, and its warning says only that
 
 # %% auto #0
-__all__ = ['STDOUT_NAMES', 'CACHE_ENV', 'LOG', 'InputError', 'project_root', 'shared_dir', 'cache_dir', 'scratch_dir',
-           'input_file', 'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'first_item',
+__all__ = ['STDOUT_NAMES', 'CACHE_ENV', 'LOG', 'InputError', 'error_line', 'project_root', 'shared_dir', 'cache_dir',
+           'scratch_dir', 'input_file', 'decode_line', 'read_jsonl', 'need', 'is_number', 'json_list', 'first_item',
            'decision_columns', 'repair_jsonl_tail', 'JsonlAppender', 'atomic_write', 'sha256_file', 'same_file',
            'output_path', 'cache_path', 'jsonable', 'dumps_strict', 'set_logging', 'quiet_libraries', 'tilde', 'note',
            'LineProgress', 'progress']
@@ -28,6 +28,13 @@ class InputError(ValueError):
         loc = ':'.join(str(o) for o in (self.file, self.line) if o is not None)
         fld = f"field '{self.field}': " if self.field else ''
         return f"{loc}: {fld}{self.msg}" if loc else f"{fld}{self.msg}"
+
+def error_line(e:BaseException, # an exception a library raised
+               n:int=200, # at most this many characters of its message
+              ) -> str:
+    "An exception as one line: its type and the first line of its message that is not blank (libraries may start theirs with a newline)."
+    return f'{type(e).__name__}: ' + next((l.strip() for l in str(e).splitlines() if l.strip()), '')[:n]
+
 
 # %% ../nbs/foundation/00_core.ipynb #438ec9a7
 def project_root(start:str|os.PathLike|None=None) -> Path|None:

@@ -8,7 +8,7 @@ import copy, json
 from dataclasses import dataclass, field
 import torch
 from fastcore.basics import patch
-from .core import InputError, note
+from .core import InputError, error_line, note
 from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, chat_template_of, trailing_difference
 
 # %% auto #0
@@ -130,7 +130,7 @@ def chat_prompt(processor, # the model's processor (or a tokenizer)
         msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
         try: return renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False)
         except Exception as e:
-            raise InputError(f'the chat template cannot render one image and a question ({type(e).__name__}: {str(e).splitlines()[0][:160]})', field='chat_template') from None
+            raise InputError(f'the chat template cannot render one image and a question ({error_line(e, 160)})', field='chat_template') from None
     t = render('{question}')
     if t.count('{question}') != 1 or render('Is there a dog?') != t.replace('{question}', 'Is there a dog?'):
         raise InputError('the chat template does not keep the question text as given', field='chat_template')

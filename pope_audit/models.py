@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 import pope_audit
-from .core import InputError, atomic_write, quiet_libraries, note
-from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note
+from .core import InputError, atomic_write, error_line, quiet_libraries, note
+from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note, find_chat_template, _named
 from .family import (Encoded, expand_image_token, Family, FAMILIES, register_family, QUANTIZATIONS, DTYPES, bnb_config,
                                bnb_4bit_config, chat_prompt, PROMPT_PRESETS)   # the interface every family implements, re-exported here
 
@@ -223,7 +223,7 @@ class Generic(Family):
     def _process(self, image, question):
         try: out = self.processor(images=[image], text=[self.prompt(question)], return_tensors='pt')
         except Exception as e:
-            raise InputError(f'the processor cannot place the image in this prompt ({type(e).__name__}: {str(e).splitlines()[0][:200]})', field='chat_template') from None
+            raise InputError(f'the processor cannot place the image in this prompt ({error_line(e)})', field='chat_template') from None
         return {k: v for k, v in out.items() if k != 'labels'}
 
     def full_inputs(self, image, question):
@@ -283,9 +283,13 @@ def _processor(src, model_type, revision):
     if model_type == 'qwen2_vl':   # the full processor needs torchvision; the family needs only these two (the tokenizer with the processor's chat template)
         return QwenParts(load_tokenizer(src, revision=revision), AutoImageProcessor.from_pretrained(src, revision=revision))
     try:
-        with no_video_processor(): return AutoProcessor.from_pretrained(src, revision=revision)
+        with no_video_processor(): proc = AutoProcessor.from_pretrained(src, revision=revision)
     except Exception as e:
-        raise InputError(f'cannot build the processor ({type(e).__name__}: {str(e).splitlines()[0][:200]})', src, field='processor') from None
+        raise InputError(f'cannot build the processor ({error_line(e)})', src, field='processor') from None
+    templates, where = find_chat_template(src)
+    for o in (proc, getattr(proc, 'tokenizer', None)):   # the file its template came from, named as the probe names it
+        if where and o is not None and _named(getattr(o, 'chat_template', None)) == templates: o.chat_template_source = where
+    return proc
 
 def _model_config(src, revision):
     from transformers import AutoConfig
@@ -293,7 +297,7 @@ def _model_config(src, revision):
     if p.is_file(): raise InputError(f'give the model folder, not a file inside it (e.g. {p.parent}/)' if p.name == 'config.json'
                                      else 'a model is a hub id or a folder holding config.json, not a file', src, field='model')
     try: return AutoConfig.from_pretrained(str(src), revision=revision)
-    except Exception as e: raise InputError(f'cannot load model config ({type(e).__name__}: {str(e).splitlines()[0][:200]})', src, field='model') from None
+    except Exception as e: raise InputError(f'cannot load model config ({error_line(e)})', src, field='model') from None
 
 def load_adapter(src:str, # hub id or local folder
                  template:str|None=None, # template preset or string; default: the family's

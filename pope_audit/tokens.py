@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, asdict, replace
 from datetime import date
 from pathlib import Path
 import pandas as pd
-from .core import InputError, atomic_write, cache_dir, sha256_file, shared_dir
+from .core import InputError, atomic_write, cache_dir, error_line, sha256_file, shared_dir
 
 # %% auto #0
 __all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
@@ -183,7 +183,7 @@ def load_tokenizer(src:str|os.PathLike, gguf_file:str|None=None, revision:str|No
     except InputError: raise
     except Exception as e:
         where = Path(src)/gguf_file if gguf_file else src
-        raise InputError(f'cannot load tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})', where) from None
+        raise InputError(f'cannot load tokenizer ({error_line(e)})', where) from None
     tok.load_notes = notes
     if templates:                                   # transformers reads neither a GGUF file's named templates nor a processor's
         tok.chat_template = templates['default'] if list(templates) == ['default'] else templates
@@ -385,8 +385,6 @@ def _pin_date(tmpl:str) -> tuple[str, dict]:
     macro = '{%- macro strftime_now(f) -%}' + (ifs + '{%- else -%}' if fmts else '') + PINNED_DATE.isoformat() + ('{%- endif -%}' if fmts else '') + '{%- endmacro -%}'
     return macro + tmpl, {'date_string': PINNED_DATE.strftime('%d %b %Y')}
 
-def _one_line(e:Exception) -> str: return f'{type(e).__name__}: ' + ((str(e).strip().splitlines() or [''])[0][:200])
-
 def _tokenizer_of(obj): return getattr(obj, 'tokenizer', None) or obj          # a processor holds its tokenizer
 
 def chat_template_of(obj, name:str|None=None, choose:str='choose one with --chat-template NAME') -> tuple[str|None, str|None]:
@@ -439,17 +437,17 @@ def chat_prompt(obj, forms=FORMS, template_name:str|None=None) -> ChatPrompt:
     if not tmpl: raise InputError(f'this tokenizer has no chat template (none in {", ".join(CHAT_TEMPLATE_FILES)} or GGUF metadata): {_NO_CHAT}', field='template')
     tmpl, settings = _pin_date(tmpl)
     def render(msgs, gen, style, **kw):
-        conv = [dict(m, content=[*([{'type': 'image'}] if m['role'] == 'user' else []), {'type': 'text', 'text': m['content']}]
-                     if style == 'blocks' else m['content']) for m in msgs]
+        conv = [dict(m, content=m['content'] if style == 'text' else
+                     [*([{'type': 'image'}] if style == 'blocks' and m['role'] == 'user' else []), {'type': 'text', 'text': m['content']}]) for m in msgs]
         return tok.apply_chat_template(conv, chat_template=tmpl, tokenize=False, add_generation_prompt=gen, **settings, **kw)
     def fail(e, what=''):
-        return InputError(f'the chat template ({source}) raises {_one_line(e)}{what}: {_NO_CHAT}', field='template')
+        return InputError(f'the chat template ({source}) raises {error_line(e)}{what}: {_NO_CHAT}', field='template')
     user, errors = [{'role': 'user', 'content': '{question}'}], []
-    for style in (('blocks', 'text') if re.search(r'''['"]image['"]''', tmpl) else ('text', 'blocks')):   # content blocks with an image, or a string
+    # content blocks with an image, a string, or text blocks alone (a template that reads content[0]['text'], as MiniMax's do)
+    for style in (('blocks', 'text', 'text blocks') if re.search(r'''['"]image['"]''', tmpl) else ('text', 'text blocks', 'blocks')):
         try: gp, gp0 = render(user, True, style), render(user, False, style); break
         except Exception as e: errors.append(e)
     else: raise fail(next((e for e in errors if type(e).__name__ == 'TemplateError'), errors[0]))
-    if gp == gp0: raise InputError(f'the chat template ({source}) has no generation prompt (add_generation_prompt changes nothing): {_NO_CHAT}', field='template')
     def turn(f):
         try: return render(user + [{'role': 'assistant', 'content': f}], False, style)
         except Exception as e: raise fail(e, ' on a finished assistant turn') from None
@@ -458,6 +456,12 @@ def chat_prompt(obj, forms=FORMS, template_name:str|None=None) -> ChatPrompt:
     before, after = _common_prefix(fy, fn), _common_prefix(fy[::-1], fn[::-1])[::-1]
     if fy != before + y + after: raise InputError(f'the chat template ({source}) does not put the answer {y!r} verbatim in a finished turn: {fy[-80:]!r}', field='template')
     notes = [f'the finished turn does not hold {f!r} where it holds {y!r}' for fs in forms.values() for f in fs if turn(f) != before + f + after]
+    if gp == gp0:        # a template may open the assistant's turn after every user turn (Llama 3's first, LLaVA-NeXT's): then that is the prompt
+        if not before.startswith(gp) or before[len(gp):].strip():
+            raise InputError(f'the chat template ({source}) has no generation prompt: add_generation_prompt changes nothing, and a finished turn puts '
+                             f'{before[len(_common_prefix(before, gp)):][-40:]!r} before the answer: {_NO_CHAT}', field='template')
+        notes.append('the chat template opens the assistant turn after every user turn (add_generation_prompt changes nothing): '
+                     'the answer follows the rendering as it is')
     plain, used = gp, {}
     if not before.startswith(gp) or before[len(gp):].strip():          # scaffolding: try the switches that put it in the prompt
         for s in POSITION_SETTINGS:

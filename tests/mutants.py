@@ -11,7 +11,8 @@ the mutant's checks in the copy: `nbdev_test --path nbs/...` for the notebooks a
 with the copy first on `PYTHONPATH`. An unmutated copy is checked first (it must pass, or the table means nothing).
 It prints `mutant | killed/SURVIVED | by` and exits with status 1 if any mutant survives. `--first` stops each
 mutant's checks at the first that fails (faster; `by` then names only that one). Not collected by pytest (no
-`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes), about 9 more for the nineteen of issue 41 (`--first`: 8 minutes with the baseline, at load 5-7), and about 15 more for the nineteen of the held-out lint check (`--first`, at load 3-5).
+`test_` prefix). Needs the shared tokenizers (`POPE_AUDIT_SHARED` or `../shared`). Takes about 15 minutes on 2 cores (the six grounding mutants alone, `--first`: 2.5 minutes), about 9 more for the nineteen of issue 41 (`--first`: 8 minutes with the baseline, at load 5-7), and about 15 more for the nineteen of the held-out lint check (`--first`, at load 3-5); the five of issue 37b,
+`--first`: 2.7 minutes after a 104 s baseline.
 """
 from __future__ import annotations
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
@@ -116,6 +117,19 @@ MUTANTS = [
            why="--template-file loses its trailing whitespace, as --template \"$(cat file)\" does"),
     Mutant('own_template_ignored', 'nbs/models/05a_family.ipynb', "if not own: return get_template(cls.default_template)", "if True: return get_template(cls.default_template)", (),
            ('tests/test_probe_chat.py::test_llava_folder_prompted_with_its_own_chat_template',), why="a model's own chat template is not the default"),
+    # issue 37b (held-out vocabularies and model folders)
+    Mutant('own_opening_refused', T, "        if not before.startswith(gp) or before[len(gp):].strip():", "        if True:", (),
+           ('tests/test_probe_chat.py::test_template_opening_the_assistant_turn_itself',),
+           why="a template that opens the assistant turn itself (Llama 3's first, LLaVA-NeXT's) refused as having no generation prompt"),
+    Mutant('no_generation_prompt_accepted', T, "        if not before.startswith(gp) or before[len(gp):].strip():", "        if not before.startswith(gp):", (),
+           ('tests/test_probe_chat.py::test_template_opening_the_assistant_turn_itself',),
+           why='a template with no generation prompt at all accepted: the model would have to write its role first'),
+    Mutant('no_text_blocks', T, "('text', 'text blocks', 'blocks')):", "('text', 'blocks')):", (), ('tests/test_probe_chat.py::test_template_reading_text_blocks',),
+           why="a template reading content[0]['text'] (MiniMax's) is refused"),
+    Mutant('blank_error_line', 'nbs/foundation/00_core.ipynb', "next((l.strip() for l in str(e).splitlines() if l.strip()), '')", "(str(e).splitlines() or [''])[0]", (),
+           ('tests/test_probe_chat.py::test_library_error_named_by_its_first_words',), why="a library message opening with a newline reads as nothing"),
+    Mutant('template_source_by_class', 'nbs/models/05_models.ipynb', "if where and o is not None and _named(", "if False and o is not None and _named(", (),
+           ('tests/test_probe_chat.py::test_llava_folder_prompted_with_its_own_chat_template',), why="a run names the processor's class, not the file its template came from"),
     # the same tie rule changed in the generated module only: pytest alone must catch it
     Mutant('tie_always_yes_module', 'pope_audit/readouts.py', "if tie == 'ge': return 'yes'", "if True: return 'yes'", (),
            why='as tie_always_yes, in the generated module (pytest only)'),

