@@ -11,6 +11,12 @@ from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
+SCRATCH_TOUR = re.compile(r'[^\s\'"]*/pope-audit-tour-[a-z0-9_]{8}\b')   # the notebook's own tour folder (core.scratch_dir) is shown as a reader's
+
+
+def shown(text:str) -> str:
+    "An output as a reader sees it: no terminal colours, the tour in the folder the page's commands use when TOUR is unset."
+    return SCRATCH_TOUR.sub('/tmp/pope-audit-tour', ANSI.sub('', text))
 
 
 def render(nb_path=root/'nbs'/'index.ipynb') -> str:
@@ -30,8 +36,9 @@ def render(nb_path=root/'nbs'/'index.ipynb') -> str:
         for o in c.get('outputs', []):
             t = o.get('text') or o.get('data', {}).get('text/plain')
             if not t: continue
-            t = ANSI.sub('', ''.join(t))
+            t = ''.join(t)
             text += t if o.get('output_type') == 'stream' else (text and '\n') + t.rstrip() + '\n'   # stream chunks join as written
+        text = shown(text)                                      # after joining: a path may span two chunks
         if text.strip(): out.append('```\n' + text.rstrip() + '\n```')
     return '\n\n'.join(out) + '\n'
 

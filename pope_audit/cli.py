@@ -9,10 +9,11 @@ from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
 
 # %% auto #0
-__all__ = ['RUN_FLAGS', 'parse_ids', 'read_template_file', 'given_template', 'probe_setup', 'cmd_probe', 'cmd_score',
-           'whole_counts', 'write_results', 'parse_kv', 'read_config', 'run_config', 'LOG_QUIET', 'cmd_run',
-           'cmd_reconstruct', 'cmd_report', 'auto_threads', 'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit',
-           'cmd_precision', 'cmd_lint', 'parser', 'out_path', 'check_environment', 'main']
+__all__ = ['RUN_FLAGS', 'MODEL_COMMANDS', 'parse_ids', 'read_template_file', 'given_template', 'probe_setup', 'cmd_probe',
+           'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config', 'run_config', 'LOG_QUIET',
+           'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads', 'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit',
+           'cmd_precision', 'cmd_lint', 'run_extra_problem', 'check_model_stack', 'parser', 'out_path',
+           'check_environment', 'main']
 
 # %% ../nbs/interface/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -460,6 +461,29 @@ def cmd_lint(a):
     else: print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
     if code: sys.exit(code)
 
+# %% ../nbs/interface/90_cli.ipynb #ac226444
+MODEL_COMMANDS = ('run', 'demo', 'audit', 'precision')      # the commands that load a model: they need the `run` extra
+
+def run_extra_problem(dist:str='pope_audit') -> str|None:
+    "What keeps the `run` extra from working here (a package missing or outside its range, a torch that does not import), else None."
+    from importlib.metadata import requires, version, PackageNotFoundError
+    from packaging.requirements import Requirement
+    try: reqs = [Requirement(r) for r in requires(dist) or ()]
+    except PackageNotFoundError: reqs = []                     # a source tree that was never installed: torch's import decides
+    for r in (r for r in reqs if r.marker and r.marker.evaluate({'extra': 'run'})):
+        try: v = version(r.name)
+        except PackageNotFoundError: return f'{r.name} is not installed'
+        if not r.specifier.contains(v, prereleases=True): return f'{r.name} {v} is installed; it needs {r.name}{r.specifier}'
+    try: import torch
+    except Exception as e: return f"torch does not import ({type(e).__name__}: {(str(e).splitlines() or [''])[0]})"   # e.g. a CUDA build without its libraries
+    return None
+
+def check_model_stack(cmd:str):
+    "Refuse a command that runs a model when the `run` extra is not usable: one line naming what to install."
+    if cmd in MODEL_COMMANDS and (why := run_extra_problem()):
+        raise InputError(f"`{cmd}` runs a model, which needs the run extra ({why}): pip install 'pope-audit[run]' "
+                         "(in a clone: pip install -e '.[run]')", field='install')
+
 # %% ../nbs/interface/90_cli.ipynb #a8c37d87
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
     "Defaults in every option's help, except where there is none to show."
@@ -697,6 +721,7 @@ def _main(argv=None):
     set_logging(a.quiet, a.verbose, a.log_file)
     try:
         check_environment()                         # before the log file, --out or anything else is written
+        check_model_stack(a.cmd)                    # run, demo, audit, precision: the `run` extra, usable, or one line naming it
         if a.log_file: _log_file(a.log_file, _named_files(a))
         if getattr(a, 'out', None): out_path(a.out, folder=a.cmd != 'export', run=a.cmd == 'run')    # before any work: a bad --out wastes no run
         res = a.fn(a)

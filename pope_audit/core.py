@@ -244,9 +244,14 @@ def output_path(path:str|os.PathLike, # what a command is about to write
 # the environment variable naming the cache folder
 CACHE_ENV = 'POPE_AUDIT_CACHE'
 
+_TEST_CACHE = []      # this process's cache under nbdev_test, made on first use
+
 def cache_path() -> Path:
-    "The cache folder `cache_dir` uses, checked and not made: `$POPE_AUDIT_CACHE` (a folder one can write, or make), else `~/.cache/pope_audit`."
+    "The cache folder `cache_dir` uses, checked and not made: `$POPE_AUDIT_CACHE` (a folder one can write, or make), else `~/.cache/pope_audit` (under `nbdev_test`: a temporary folder)."
     v = os.environ.get(CACHE_ENV)
+    if v is None and os.environ.get('IN_TEST'):       # nbdev_test sets IN_TEST in its workers: a test run leaves the user's cache as it was
+        if not _TEST_CACHE: _TEST_CACHE.append(scratch_dir('pope-audit-cache-'))
+        return _TEST_CACHE[0]
     if v is None: return Path.home()/'.cache'/'pope_audit'
     if not v.strip(): raise InputError(f'{CACHE_ENV} is set but empty: unset it (the cache is then ~/.cache/pope_audit) or name a folder', field=CACHE_ENV)
     return output_path(os.path.expanduser(v), what=f'cache folder ({CACHE_ENV})', field=CACHE_ENV, folder=True)

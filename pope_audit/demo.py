@@ -57,10 +57,12 @@ def demo_summary(out:str|os.PathLike, # the demo's output folder
     if man.exists() and json.loads(man.read_text())['identity'].get('corrections'):
         from pope_audit.corrections import run_controls
         t = run_controls(Path(out)/'run').set_index(['readout', 'split'])
-        lines.append('corrections, adversarial split: F1 (yes-rate; F1 of a constant offset at that yes-rate; McNemar p against the baseline):')
+        lines.append('the baseline, its yes-push control and the corrections, adversarial split: F1 (yes-rate; F1 of a constant offset at that '
+                     'yes-rate; McNemar p against the baseline):')
         for r in dict.fromkeys(t.index.get_level_values(0)):
             c = t.loc[(r, 'adversarial')]
-            lines.append(f'  {r:<16} {c.f1:.4f} ({c.yes_rate:.3f}; {c.f1_matched:.4f}; p {c.mcnemar_p:.3g})')
+            kind = {'baseline': 'baseline', 'yes_push': 'control'}.get(r, 'correction')     # yes_push is the controls' own, not a method
+            lines.append(f'  {r:<16} {kind:<10} {c.f1:.4f} ({c.yes_rate:.3f}; {c.f1_matched:.4f}; p {c.mcnemar_p:.3g})')
     if seconds is not None: lines.append(f'took {seconds:.0f} s in all: benchmark, run, scores and report (the report gives the run alone)')
     lines.append(f'report: {Path(out)/"report.html"}')
     return '\n'.join(lines)

@@ -8,8 +8,8 @@ import ast
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['LAYERS', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'computed_imports', 'cycles', 'upward',
-           'layer_table', 'draw_layers']
+__all__ = ['LAYERS', 'RUN_EXTRA', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'computed_imports', 'cycles', 'upward',
+           'layer_table', 'draw_layers', 'needs_run_extra']
 
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
 LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
@@ -110,3 +110,30 @@ def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
     for y, l in enumerate(LAYERS): ax.text(-half - 2.3, y, l, ha='left', va='center', fontsize=10, weight='bold')
     ax.set_xlim(-half - 2.5, half + .8); ax.set_ylim(-.6, len(LAYERS) - .4); ax.axis('off')
     return ax
+
+# %% ../nbs/interface/91_architecture.ipynb #04421917
+RUN_EXTRA = ('torch', 'accelerate', 'bitsandbytes', 'fastcore')     # the `run` extra's packages (settings.ini: run_requirements)
+
+def _on_import(tree) -> list:
+    "The import statements that run when a module is imported: its body and the if/try blocks in it, not function or class bodies."
+    out, todo = [], list(tree.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Import, ast.ImportFrom)): out.append(n)
+        elif isinstance(n, (ast.If, ast.Try)):
+            todo += n.body + n.orelse + getattr(n, 'finalbody', []) + [s for h in getattr(n, 'handlers', []) for s in h.body]
+    return out
+
+def needs_run_extra(pkg:Path|None=None) -> list[str]:
+    "The modules whose import needs the `run` extra: one of its packages imported on import, by the module or a package module it imports."
+    pkg = Path(pkg or package_dir())
+    files = {p.stem: p for p in sorted(pkg.glob('*.py')) if not p.stem.startswith('_')}
+    heavy, uses = set(), {}
+    for m, p in files.items():
+        nodes = _on_import(ast.parse(p.read_text()))
+        outside = {a.name.split('.')[0] for n in nodes if isinstance(n, ast.Import) for a in n.names}
+        outside |= {n.module.split('.')[0] for n in nodes if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+        if outside & set(RUN_EXTRA): heavy.add(m)
+        uses[m] = {t for n in nodes for t in _targets(n, files) if t != m}
+    while more := {m for m, us in uses.items() if us & heavy} - heavy: heavy |= more
+    return sorted(heavy)

@@ -148,7 +148,9 @@ def bootstrap_ci(preds, labels, metric:str='f1', n_boot:int=2000, alpha:float=0.
     return percentile_interval(metric_of(boot_totals(x, cluster_codes(clusters, len(x)), n_boot, seed, strata=strata), metric), alpha)
 
 def percentile_interval(v, alpha:float=0.05) -> tuple[float, float]:
-    "The central 1 − `alpha` percentile interval of resampled values (NaN resamples ignored)."
+    "The central 1 − `alpha` percentile interval of resampled values (NaN resamples ignored; NaN both ends when every one is)."
+    v = np.asarray(v, dtype=float)
+    if np.isnan(v).all(): return float('nan'), float('nan')     # undefined in every resample (a split with no positives): no interval, no warning
     lo, hi = np.nanpercentile(v, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return float(lo), float(hi)
 

@@ -8,7 +8,8 @@ _SAVED = {}
 def pytest_configure(config):
     "Everything the suite writes (pytest's tmp_path, mkdtemp, subprocesses, the package cache) goes below one folder removed at the end."
     root = tempfile.mkdtemp(prefix='pope-audit-tests-')
-    for var, val in (('TMPDIR', root), ('POPE_AUDIT_CACHE', os.path.join(root, 'cache'))):
+    for var, val in (('TMPDIR', root), ('POPE_AUDIT_CACHE', os.path.join(root, 'cache')),     # matplotlib's font cache, and any other
+                     ('MPLCONFIGDIR', os.path.join(root, 'matplotlib')), ('XDG_CACHE_HOME', os.path.join(root, 'xdg-cache'))):  # library's, not in ~
         _SAVED[var] = os.environ.get(var)
         os.environ[var] = val
     tempfile.tempdir = None                  # recomputed from TMPDIR on next use
@@ -23,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
         if 'slow' in item.keywords: item.add_marker(pytest.mark.skip(reason='slow: minutes on a CPU; run with POPE_AUDIT_SLOW=1'))
 
 def pytest_unconfigure(config):
-    for var in ('TMPDIR', 'POPE_AUDIT_CACHE'):
+    for var in ('TMPDIR', 'POPE_AUDIT_CACHE', 'MPLCONFIGDIR', 'XDG_CACHE_HOME'):
         if _SAVED.get(var) is None: os.environ.pop(var, None)
         else: os.environ[var] = _SAVED[var]
     tempfile.tempdir = None

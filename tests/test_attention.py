@@ -7,7 +7,7 @@ from pope_audit.engine import Engine
 CLASSES = {'llava15': Llava15, 'llava-next': LlavaNext, 'qwen2-vl': Qwen2VL, 'instructblip': InstructBlip}
 
 
-@pytest.mark.parametrize('family', list(CLASSES))
+@pytest.mark.parametrize('family', [pytest.param(f, marks=pytest.mark.slow) if f == 'qwen2-vl' else f for f in CLASSES])   # Qwen2-VL: 12 s of CPU, run by CI (POPE_AUDIT_SLOW=1)
 def test_attention_share_matches_full_forward(shared, family):
     a = CLASSES[family](*TINY[family]())
     img = stand_in_image('x.jpg')

@@ -495,7 +495,7 @@ def test_closed_output_ends_quietly(shared, args):
     gguf = str(shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf')
     p = subprocess.Popen(CLI + [gguf if a == 'GGUF' else a for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()                                        # the reader is gone before the first line is written
-    err = p.stderr.read().decode()
+    with p.stderr: err = p.stderr.read().decode()
     assert (p.wait(timeout=120), err) == (141, '')
 
 

@@ -128,9 +128,10 @@ def test_lmms_eval_amber_bad_input(shared, tmp_path, capsys, edit, questions, wh
 
 def row_line(f, k) -> int:
     "The line on which data row k of a TSV ends (the multiple-choice questions hold newlines)."
-    rd = csv.reader(open(f, newline=''), delimiter='\t')
-    for i, _ in enumerate(rd):
-        if i == k + 1: return rd.line_num
+    with open(f, newline='') as fh:                 # closed: an open file left to the collector is a ResourceWarning
+        rd = csv.reader(fh, delimiter='\t')
+        for i, _ in enumerate(rd):
+            if i == k + 1: return rd.line_num
 
 
 @pytest.mark.parametrize('edit, questions, row, fld, msg', [

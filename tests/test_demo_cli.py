@@ -9,7 +9,10 @@ def test_demo_command(tmp_path, capsys, shared):
     out = capsys.readouterr().out
     last = out.strip().splitlines()[-1]
     assert last == f"report: {tmp_path/'demo'/'report.html'}"
-    assert 'corrections, adversarial split' in out and all(f'  {m} ' in out for m in ('baseline', 'ugaa', 'vdd', 'clip-certainty'))
+    assert 'yes-push control and the corrections, adversarial split' in out
+    kinds = {l.split()[0]: l.split()[1] for l in out.splitlines() if l.startswith('  ') and len(l.split()) > 2}
+    assert {m: kinds.get(m) for m in ('baseline', 'yes_push', 'ugaa', 'vdd', 'clip-certainty')} == dict(
+        baseline='baseline', yes_push='control', ugaa='correction', vdd='correction', **{'clip-certainty': 'correction'})   # a control is not called a correction
     md = (tmp_path/'demo'/'report.md').read_text()
     assert 'Corrections against the baseline, with their controls' in md
     assert 'tiny synthetic model' in md and 'pope-audit run --model llava-hf/llava-1.5-7b-hf' in md

@@ -37,7 +37,18 @@ def test_the_suite_writes_below_its_own_temporary_folder(tmp_path):
     root = Path(os.environ['TMPDIR'])
     assert root.name.startswith('pope-audit-tests-') and tmp_path.is_relative_to(root)
     assert Path(tempfile.mkdtemp()).is_relative_to(root)
-    assert Path(os.environ['POPE_AUDIT_CACHE']).is_relative_to(root)
+    for var in ('POPE_AUDIT_CACHE', 'MPLCONFIGDIR', 'XDG_CACHE_HOME'): assert Path(os.environ[var]).is_relative_to(root), var
+
+
+def test_the_suite_leaves_home_as_it_was(tmp_path, shared):
+    "A command run as the tests run them, with HOME an empty folder: a figure drawn, a GGUF vocabulary read and cached, nothing written to HOME."
+    home = tmp_path/'home'
+    home.mkdir()
+    code = ('import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt; plt.plot([1]); plt.savefig("f.png")\n'
+            f'from pope_audit.tokens import load_tokenizer; load_tokenizer({str(shared/"tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")!r})')
+    r = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, env={**os.environ, 'HOME': str(home)}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not list(home.rglob('*')), sorted(map(str, home.rglob('*')))[:5]     # matplotlib's font cache and the package's are in the test's folder
 
 
 HUB_FAMILY = {'llava-hf/llava-1.5-7b-hf': 'llava15', 'llava-hf/llava-v1.6-mistral-7b-hf': 'llava-next',

@@ -196,7 +196,7 @@ def test_parameters_refused():
         with pytest.raises(InputError, match=msg.replace('(', r'\(').replace(')', r'\)')): make_corrections([spec])
 
 
-@pytest.mark.parametrize('family', ['instructblip', 'qwen2-vl'])
+@pytest.mark.parametrize('family', ['instructblip', pytest.param('qwen2-vl', marks=pytest.mark.slow)])   # Qwen2-VL: 13 s of CPU, run by CI (POPE_AUDIT_SLOW=1)
 def test_trained_families_match_direct_implementation(tmp_path, family):
     "The trained tiny InstructBLIP (image first, no shared prefix) and Qwen2-VL, where the methods' effects are large."
     from pope_audit.tinyvlm import tiny_vlm_dir
@@ -235,6 +235,7 @@ def test_command_line_runs_all_nine(tmp_path):
     assert all(n in html for n in names)
 
 
+@pytest.mark.slow      # 30 s of CPU; LLaVA-1.5 and InstructBLIP against the direct implementation stay in the default suite; CI runs it (POPE_AUDIT_SLOW=1)
 def test_llava_next_and_mplug_owl2_match_direct_implementation(shared, tiny_dirs, pope, tmp_path):
     "The two remaining families: LLaVA-NeXT (tiles and a newline token) and the package's own mPLUG-Owl2 port."
     from test_mplug_owl2 import tiny_family

@@ -84,6 +84,7 @@ def resumes(args, out, n, whole):
     assert json.loads((out/'manifest.json').read_text())['status'] == 'complete'
 
 
+@pytest.mark.slow      # 69 s of CPU: every phase killed in turn; test_killed_run_resumes_exactly stays in the default suite; CI runs it (POPE_AUDIT_SLOW=1)
 def test_a_kill_in_every_phase_resumes(eight, tmp_path):
     "One run folder killed in every phase in turn — loading, answering, merging, cleanup, finishing — by runs of two processes and of one; then resumed."
     args, whole = eight
