@@ -5,9 +5,10 @@
 # %% ../nbs/foundation/03_readouts.ipynb #199452e2
 from __future__ import annotations
 import functools, math, re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Callable
 from .core import InputError, need, is_number
+from .reasoning import strip_reasoning
 from .data import norm_label, need_str, checked_qid
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 from .choices import CORRECTION_NAMES
@@ -46,6 +47,7 @@ class Record:
     batch_size: int|None = None
     corrections: dict|None = None
     judge: str|None = None     # a judge's reply to `text` (HallusionBench's answer files)
+    thinking: dict|None = None # a thinking model's run: think_tokens, think_cut, answer_step (the step whose logits these are), first_step
     schema: str = SCHEMA
 
     def __post_init__(self):
@@ -61,7 +63,8 @@ class Record:
         "JSON-ready (logit keys become strings)."
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.logits is not None: d['logits'] = {str(k): v for k, v in self.logits.items()}
-        if self.judge is None: del d['judge']                # records without one stay as they were
+        for k in ('judge', 'thinking'):
+            if d[k] is None: del d[k]                        # records without one stay as they were
         return d
 
     @classmethod
@@ -119,6 +122,10 @@ class Readout:
     tie_sensitive: bool = False  # a max readout: `fn` takes the tie rule
     def __call__(self, rec:Record, tie:str='decoder') -> str:
         check_tie(tie)
+        if self.needs == 'text' and rec.text is not None:    # every text rule reads the answer, not the reasoning before it
+            answer, _, cut = strip_reasoning(rec.text)
+            if cut: return 'unknown'                         # cut off inside its reasoning: no answer was given
+            if answer != rec.text: rec = replace(rec, text=answer)
         return self.fn(rec, tie=tie) if self.tie_sensitive else self.fn(rec)
     def applies(self, rec:Record) -> bool:
         "Does `rec` carry what this readout needs?"
