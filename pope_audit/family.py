@@ -145,7 +145,7 @@ def chat_prompt(processor, # the model's processor (or a tokenizer)
         raise InputError('the chat template does not keep the question text as given', field='chat_template')
     return Template(f'chat-template:{model_type}', t, source=source + ''.join(f' [{k}={v}]' for k, v in settings.items()))
 
-# %% ../nbs/models/05a_family.ipynb #8fded452
+# %% ../nbs/models/05a_family.ipynb #b2bbf3eb
 def think_state(processor, # the model's processor (or a tokenizer)
                 template:Template, # the prompt template in use
                 thinking:Thinking, # `run --thinking`, `--max-think-tokens`
