@@ -93,3 +93,19 @@ def test_thinking_on_without_a_switch(tmp_path, capsys, tiny_dirs, shared):
     code, out = cli(capsys, 'run', '--model', tiny_dirs['llava15'], '--questions', f, '--images', tmp_path/'img', '--out', tmp_path/'out', '--thinking', 'on')
     assert code == 2 and out.err.count('\n') == 1 and 'no thinking switch' in out.err, out.err
     assert not (tmp_path/'out').exists()
+
+
+def test_lmms_log_of_a_thinking_model(tmp_path, capsys):
+    "The raw response is read where it holds the block; the answer after it is scored, a cut one counts as unknown and is counted."
+    doc = lambda i, a: {'question_id': str(i), 'question': f'Is there a thing{i} in the image?', 'answer': a, 'category': 'random', 'image_source': f'{i}.jpg'}
+    raw = ['<think>\nI see thing1 on the left.\n</think>\n\nYes', '<think>\nNothing like thing2. So no.\n</think>\n\nNo',
+           '<think>\nThe picture shows thing3 and', 'Yes']
+    filtered = ['I see thing1 on the left.', 'Nothing like thing2. So no.', 'The picture shows thing3 and', 'Yes']   # a filter that kept the reasoning
+    f = tmp_path/'pope_random.jsonl'
+    f.write_text(''.join(json.dumps({'doc_id': i, 'doc': doc(i + 1, a), 'resps': [[r]], 'filtered_resps': [t]}) + '\n'
+                         for i, (a, r, t) in enumerate(zip(['yes', 'no', 'yes', 'yes'], raw, filtered))))
+    main(['score', str(f), '--kind', 'lmms-eval', '--readouts', 'lmms_exact', '--boot', '0', '--json'])
+    out = json.loads(capsys.readouterr().out)
+    s = next(r for r in out['scores'] if r['readout'] == 'lmms_exact')
+    assert s['n'] == 4 and s['unknown_rate'] == 0.25 and s['accuracy'] == 0.75, s
+    assert any('3 answer(s) hold a reasoning block' in n and '1 of them were cut off' in n for n in out['notes'])
