@@ -130,7 +130,7 @@ def _record(family, q, qid, text, r, run_id) -> dict:
     d['run_id'] = run_id
     return d
 
-# %% ../nbs/running/06_inference.ipynb #a56b6d72
+# %% ../nbs/running/06_inference.ipynb #647df7cc
 @torch.no_grad()
 def think_answers(family:Family, # a loaded family whose `think` says it thinks
                   image, questions:list[str],
