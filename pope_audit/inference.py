@@ -130,7 +130,7 @@ def _record(family, q, qid, text, r, run_id) -> dict:
     d['run_id'] = run_id
     return d
 
-# %% ../nbs/running/06_inference.ipynb #647df7cc
+# %% ../nbs/running/06_inference.ipynb #b9d0f80b
 @torch.no_grad()
 def think_answers(family:Family, # a loaded family whose `think` says it thinks
                   image, questions:list[str],
@@ -179,7 +179,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
         attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args,
         thinking=Thinking(cfg.thinking, cfg.max_think_tokens), **cfg.family_options)
-    if family.think['thinks'] is not False and (corrections or cfg.attention):   # both act on the first step, which a thinking model spends on its marker
+    if family.think['thinks'] and (corrections or cfg.attention):   # both act on the first step, which a thinking model spends on its marker
         raise InputError(f'{"corrections" if corrections else "--attention"} read the first step, and this model may think first '
                          f'(--thinking {family.think["mode"]}): run them with --thinking off', field='thinking')
     if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
@@ -224,7 +224,10 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
                         images=hashes, started=_now(), finished=None, status='running', questions=len(questions),
                         prompt_example=family.prompt(questions.question.iloc[0]), template_choice=family.template_choice, probe=family.probe.to_dict(),
                         engine_features=dict(family.features))   # which engine features ran (a generic-family model: those the suite proved)
-        if family.think['thinks'] is not False:
+        if family.think['thinks'] is None and (cfg.corrections or cfg.attention):
+            manifest['thinking_note'] = ('thinking (auto): the template does not say whether the model thinks, and corrections or attention capture '
+                                         'read the first step: every question is read there, a reasoning block it opens included')
+        elif family.think['thinks'] is not False:
             manifest['thinking_note'] = (f"thinking ({family.think['mode']}): " + ('every question' if family.think['thinks'] else 'a question whose first generated token opens a reasoning block')
                 + f" runs alone through generate over its whole prompt (prefix cache and batching off for it), up to {family.think['max_think_tokens']} "
                 'reasoning tokens; its logits are read at the answer position after the block')
@@ -267,7 +270,7 @@ def _answer_image(engine, pic, texts, bs, cfg, image, backoff):
     th, f = engine.family.think, engine.family
     if th['thinks']: return think_answers(f, pic, texts, th['max_think_tokens'], cfg.max_new_tokens, cfg.topk) + [bs]
     res, bs = _answer_fitting(engine, pic, texts, bs, cfg, image, backoff)
-    if th['thinks'] is None:           # auto, and the template does not say: a question whose first token opens a block is read after it
+    if th['thinks'] is None and not (cfg.corrections or cfg.attention):   # auto, the template does not say: a question whose first token opens a block is read after it
         redo = [i for i, r in enumerate(res) if r['greedy_id'] == th['start_id']]
         for i, r in zip(redo, think_answers(f, pic, [texts[i] for i in redo], th['max_think_tokens'], cfg.max_new_tokens, cfg.topk)): res[i] = r
     return res + [bs]
