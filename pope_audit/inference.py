@@ -130,7 +130,7 @@ def _record(family, q, qid, text, r, run_id) -> dict:
     d['run_id'] = run_id
     return d
 
-# %% ../nbs/running/06_inference.ipynb #b9d0f80b
+# %% ../nbs/running/06_inference.ipynb #ac5eb39a
 @torch.no_grad()
 def think_answers(family:Family, # a loaded family whose `think` says it thinks
                   image, questions:list[str],

@@ -81,7 +81,7 @@ def lmms_objects(path) -> tuple[str, list[tuple[int, dict]]]:
     return '0.4', list(read_jsonl(path))
 
 
-# %% ../nbs/foundation/03b_readers.ipynb #72f3312a
+# %% ../nbs/foundation/03b_readers.ipynb #18bd2273
 def lmms_response(o:dict) -> tuple[object, str]:
     "An lmms-eval log entry's response and its field: the raw `resps` where it holds a reasoning block (the filtered one may have lost it or the answer), else `filtered_resps` where given."
     raw = _first_text(o.get('resps'))

@@ -755,7 +755,7 @@ def as_printed(records:list[Record]) -> list[dict]:
                                 why=t.why.get(m, '') if part else ''))
     return out
 
-# %% ../nbs/benchmarks/04a_scoring.ipynb #75c3e053
+# %% ../nbs/benchmarks/04a_scoring.ipynb #269bda59
 def reasoning_counts(records:list[Record]) -> dict:
     "How many answers hold a reasoning block (stripped before every text readout) and how many were cut off inside it (each readout: unknown)."
     n = cut = 0
