@@ -98,7 +98,7 @@ def train_thinking(steps:int=250, batch_size:int=12, lr:float=2e-3, n_scenes:int
     return model.eval(), parts, pd.DataFrame(hist), used
 
 # %% ../nbs/models/09a_tinythink.ipynb #9f431c8e
-def _vision(k:str) -> bool: return k.startswith('model.visual.')
+def _vision(k:str) -> bool: return k.startswith(('visual.', 'model.visual.'))   # as saved, and as loaded
 
 def save_thinking(model, used:list[int], folder:str|os.PathLike=THINKING_ASSET, info:dict|None=None, seed:int=0) -> Path:
     "Save config and fp16 weights without the vision tower, the embedding as its `used` rows."
@@ -119,6 +119,7 @@ def save_thinking(model, used:list[int], folder:str|os.PathLike=THINKING_ASSET, 
     out['rows.ids'], out['rows.values'] = ids, full[ids]
     save_file(out, str(folder/'rows.safetensors'), metadata=dict(format='pt', embedding=key, vocab=str(full.shape[0]), width=str(full.shape[1]), seed=str(seed)))
     for f in ('config.json', 'generation_config.json'): shutil.copy(tmp/f, folder/f)
+    os.chmod(folder/'rows.safetensors', 0o644)
     atomic_write(folder/'training.json', json.dumps(dict(info or {}, vision_from=VISION_FROM.name, weights_sha256=weights_hash(sd)), indent=1))
     shutil.rmtree(tmp, ignore_errors=True)
     return folder

@@ -194,11 +194,11 @@ def test_generic_bad_input(shared, vip_dir, tmp_path, pope, case):
 
 @pytest.fixture(scope='module')
 def thinking_run(tmp_path_factory, shared):
-    "The tiny thinking model (Qwen3 vocabulary and template) on four scenes of the built-in benchmark: (family, run folder, images)."
+    "The tiny thinking model (Qwen3 vocabulary and template) on two scenes of the built-in benchmark: (family, run folder, images)."
     from pope_audit.tinythink import thinking_vlm_dir
     from pope_audit.synthetic import synthetic_benchmark
     root = tmp_path_factory.mktemp('think')
-    qs, imgs = synthetic_benchmark(root/'bench', n_images=4, seed=3)
+    qs, imgs = synthetic_benchmark(root/'bench', n_images=2, seed=3)
     model = str(thinking_vlm_dir())
     return load_adapter(model, device='cpu'), run(model, qs[qs.split == 'adversarial'], imgs, root/'run', progress=False, device='cpu'), imgs
 
@@ -223,10 +223,10 @@ def test_thinking_model_read_after_its_block(thinking_run):
     assert acc['derived'] > 0.6 and acc['greedy'] > 0.6
 
 
-def test_thinking_off_renders_the_switch(thinking_run, tmp_path):
+def test_thinking_off_renders_the_switch(thinking_run):
     "--thinking off puts Qwen3's empty block into the prompt: the engine reads the first step, and records carry no thinking."
-    from pope_audit.tinythink import thinking_vlm_dir
     from pope_audit.reasoning import Thinking
-    fam = load_adapter(str(thinking_vlm_dir()), device='cpu', thinking=Thinking('off'))
-    assert fam.template.text.endswith('<|im_start|>assistant\n<think>\n\n</think>\n\n') and fam.think['thinks'] is False
-    assert fam.probe.derived == load_adapter(str(thinking_vlm_dir()), device='cpu').probe.derived   # the same ids after the block either way
+    on = thinking_run[0]
+    off = FAMILIES['qwen2-vl'](on.model, on.processor, thinking=Thinking('off'))
+    assert off.template.text.endswith('<|im_start|>assistant\n<think>\n\n</think>\n\n') and off.think['thinks'] is False
+    assert not on.template.text.endswith('</think>\n\n') and off.probe.derived == on.probe.derived   # the same ids after the block either way
