@@ -193,14 +193,13 @@ def test_generic_bad_input(shared, vip_dir, tmp_path, pope, case):
 
 
 @pytest.fixture(scope='module')
-def thinking_run(tmp_path_factory, shared):
-    "The tiny thinking model (Qwen3 vocabulary and template) on two scenes of the built-in benchmark: (family, run folder, images)."
+def thinking_run(tmp_path_factory, shared, bench):
+    "The tiny thinking model (Qwen3 vocabulary and template) on the first 12 adversarial questions of the built-in benchmark: (family, run folder, images)."
     from pope_audit.tinythink import thinking_vlm_dir
-    from pope_audit.synthetic import synthetic_benchmark
-    root = tmp_path_factory.mktemp('think')
-    qs, imgs = synthetic_benchmark(root/'bench', n_images=2, seed=3)
+    qs, imgs = bench
     model = str(thinking_vlm_dir())
-    return load_adapter(model, device='cpu'), run(model, qs[qs.split == 'adversarial'], imgs, root/'run', progress=False, device='cpu'), imgs
+    out = run(model, qs[qs.split == 'adversarial'].head(12), imgs, tmp_path_factory.mktemp('think')/'run', progress=False, device='cpu')
+    return load_adapter(model, device='cpu'), out, imgs
 
 
 def test_thinking_model_read_after_its_block(thinking_run):
