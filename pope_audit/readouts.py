@@ -76,6 +76,9 @@ class Record:
         d['question_id'], d['label'] = checked_qid(d['question_id'], file, line), norm_label(d['label'], file, line)
         if d.get('logits') is not None: d['logits'] = _logits(d['logits'], file, line)
         if d.get('corrections') is not None: d['corrections'] = _corrections(d['corrections'], file, line)
+        fs = d['thinking'].get('first_step') if isinstance(d.get('thinking'), dict) else None
+        if isinstance(fs, dict) and fs.get('logits') is not None:     # the first step's logits, keyed by id as the answer's are
+            d['thinking'] = {**d['thinking'], 'first_step': {**fs, 'logits': _logits(fs['logits'], file, line)}}
         return cls(**d)
 
 _FIELDS = frozenset(f.name for f in fields(Record))

@@ -48,6 +48,7 @@ def test_answer_read_after_the_block(qwen3):
     assert r['thinking']['first_step']['greedy_id'] == THINK          # what a first-step readout would have read
     assert r['text'].startswith('<think>') and r['text'].endswith('Yes')
     R = rec(r)
+    assert Record.from_dict(json.loads(json.dumps(R.to_dict()))).thinking['first_step']['logits'][THINK] == 10.0   # ids, not strings, read back
     assert READOUTS['derived'](R) == 'yes' and READOUTS['greedy'](R) == 'yes'
     assert READOUTS['lmms_exact'](R) == 'yes' and READOUTS['vlmeval_yorn'](R) == 'yes'    # the text rules read the answer, not the reasoning
     first = Record(**{**R.__dict__, 'logits': r['thinking']['first_step']['logits'], 'greedy_id': THINK, 'margin': None})
