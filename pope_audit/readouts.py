@@ -46,6 +46,7 @@ class Record:
     batch_size: int|None = None
     corrections: dict|None = None
     judge: str|None = None     # a judge's reply to `text` (HallusionBench's answer files)
+    served: dict|None = None   # what a server returned at the answer position (served runs)
     schema: str = SCHEMA
 
     def __post_init__(self):
@@ -61,7 +62,8 @@ class Record:
         "JSON-ready (logit keys become strings)."
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.logits is not None: d['logits'] = {str(k): v for k, v in self.logits.items()}
-        if self.judge is None: del d['judge']                # records without one stay as they were
+        for f in ('judge', 'served'):                        # records without one stay as they were
+            if d[f] is None: del d[f]
         return d
 
     @classmethod
