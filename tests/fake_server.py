@@ -13,12 +13,11 @@ def _unit(*parts) -> float:
 
 def scores(question:str, image:str|None) -> dict[str, float]:
     "The fake model's log-probabilities at the answer position: yes/no forms near the top, which of them wins fixed by question and image."
-    lean = _unit('lean', question, image) * 4 - 2
+    lean = _unit('lean', question, image) * 2 - 1
     out = {}
     for t in VOCAB:
         s = t.strip().lower()
-        base = (lean if s == 'yes' else -lean if s == 'no' else -4.0) - 1.5 * _unit('tok', t, question, image) - (0 if t.strip() in ('Yes', 'No') else 0.8)
-        out[t] = base
+        out[t] = (lean if s == 'yes' else -lean if s == 'no' else -4.0) - 2 * _unit('tok', t, question, image) - (0 if t in ('Yes', 'No', 'yes', 'no') else 1.5)
     lse = math.log(sum(math.exp(v) for v in out.values()))
     return {t: v - lse for t, v in out.items()}
 
@@ -79,8 +78,9 @@ class FakeServer:
             give = min(k or 0, 3) if self.logprobs == 'few' else (k or 0)
             def entry(t):
                 e = {'token': t, 'logprob': sc[t], 'bytes': list(t.encode())}
-                if self.ids == 'field': e['id'] = self.id_of(t)
-                if self.ids == 'vllm': e['token'] = f'token_id:{self.id_of(t)}'
+                i = (self.id_of(t) if self.id_of else None) or 100000 + VOCAB.index(t)     # ids the test names, else made up
+                if self.ids == 'field': e['id'] = i
+                if self.ids == 'vllm': e['token'] = f'token_id:{i}'
                 return e
             choice['logprobs'] = {'content': [{**entry(order[0]), 'top_logprobs': [entry(t) for t in order[:give]]}]}
         return 200, {'id': 'cmpl-1', 'object': 'chat.completion', 'model': self.model, 'choices': [choice]}
