@@ -20,7 +20,7 @@ def bench(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def qwen3(shared): return str(shared/'tokenizers/qwen3')
+def tok(shared): return str(shared/'tokenizers/llama-3.1')      # the served model's tokenizer (the quickest real one to load)
 
 
 def run(capsys, *args):
@@ -34,9 +34,9 @@ def served(bench, url, out, *more):
     return ['--endpoint', url, '--questions', bench, '--images', bench/'images', '--out', out, *more]
 
 
-def test_records_hold_what_came_back(bench, qwen3, tmp_path, capsys):
-    with FakeServer(owned_by='vllm', ids='vllm', id_of={'Yes': 9693, 'yes': 9454, 'No': 2753, 'no': 2152}.get) as fake:
-        code, err = run(capsys, *served(bench, fake.url, tmp_path/'r', '--tokenizer', qwen3))
+def test_records_hold_what_came_back(bench, tok, tmp_path, capsys):
+    with FakeServer(owned_by='vllm', ids='vllm', id_of={'Yes': 9642, 'yes': 9891, 'No': 2822, 'no': 2201}.get) as fake:
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'r', '--tokenizer', tok))
     assert code == 0, err
     body = fake.requests[-1]
     assert body['temperature'] == 0 and body['max_tokens'] == 1 and body['logprobs'] is True and body['top_logprobs'] == 20
@@ -49,18 +49,18 @@ def test_records_hold_what_came_back(bench, qwen3, tmp_path, capsys):
     img_url = fake.requests[2]['messages'][0]['content'][0]['image_url']['url']
     want = scores(r.question + '\nAnswer the question using a single word or phrase.', img_url)
     # vLLM's token_id:N spelling: ids exact (the server's own, here the derived ids), text from the bytes
-    assert r.logits[9693] == want['Yes'] and r.logits[2753] == want['No'] and r.logits[2152] == want['no']
+    assert r.logits[9642] == want['Yes'] and r.logits[2822] == want['No'] and r.logits[2201] == want['no']
     assert [t[0] for t in r.served['tokens']][:3] == sorted(want, key=lambda t: (-want[t], t))[:3]
-    assert r.derived == {'yes': [9454, 9693], 'no': [2152, 2753]} and r.source == 'served'
+    assert r.derived == {'yes': [9642, 9891], 'no': [2201, 2822]} and r.source == 'served'
     assert READOUTS['derived'](r) == ('yes' if max(want['Yes'], want['yes']) > max(want['No'], want['no']) else 'no')
     m = json.loads((tmp_path/'r/manifest.json').read_text())
     assert m['identity']['served'] == {'kind': 'vllm', 'model': 'fake-vlm'} and m['identity']['request']['top_logprobs'] == 20
     assert m['status'] == 'complete' and m['environment']['endpoint'] == fake.url
 
 
-def test_coverage_and_fewer_logprobs(bench, qwen3, tmp_path, capsys):
+def test_coverage_and_fewer_logprobs(bench, tok, tmp_path, capsys):
     with FakeServer(logprobs='few') as fake:                                        # 3 returned where 20 are asked
-        code, err = run(capsys, *served(bench, fake.url, tmp_path/'r', '--tokenizer', qwen3))
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'r', '--tokenizer', tok))
     assert code == 0, err
     recs = read_records(tmp_path/'r')
     sm = score_summary(load_answers(str(tmp_path/'r')), n_boot=0)
@@ -69,7 +69,7 @@ def test_coverage_and_fewer_logprobs(bench, qwen3, tmp_path, capsys):
     assert sm['readout_coverage'].loc['derived'].mean() == pytest.approx(sum(back) / len(back)) == 0   # 3 tokens never hold all four forms
     assert (sm['readout_coverage'].loc['greedy'] == 1).all()
     with FakeServer() as fake:
-        main(['--quiet', 'run', *map(str, served(bench, fake.url, tmp_path/'r4', '--tokenizer', qwen3, '--top-logprobs', 4))])
+        main(['--quiet', 'run', *map(str, served(bench, fake.url, tmp_path/'r4', '--tokenizer', tok, '--top-logprobs', 4))])
     recs = read_records(tmp_path/'r4')
     back = [{t for t, *_ in r.served['tokens']} >= {'Yes', 'yes', 'No', 'no'} for r in recs]
     cov = score_summary(load_answers(str(tmp_path/'r4')), n_boot=0)['readout_coverage']
@@ -77,16 +77,16 @@ def test_coverage_and_fewer_logprobs(bench, qwen3, tmp_path, capsys):
     assert all(READOUTS['derived'](r) == 'unknown' for r, b in zip(recs, back) if not b)
 
 
-def test_concurrency_gives_the_same_records(bench, qwen3, tmp_path, capsys):
+def test_concurrency_gives_the_same_records(bench, tok, tmp_path, capsys):
     with FakeServer(delay=0.01) as fake:
         for n in (1, 4):
-            assert run(capsys, *served(bench, fake.url, tmp_path/f'c{n}', '--tokenizer', qwen3, '--concurrency', n))[0] == 0
+            assert run(capsys, *served(bench, fake.url, tmp_path/f'c{n}', '--tokenizer', tok, '--concurrency', n))[0] == 0
     assert (tmp_path/'c1/records.jsonl').read_bytes() == (tmp_path/'c4/records.jsonl').read_bytes()
 
 
-def test_resume_after_kill(bench, qwen3, tmp_path, capsys):
+def test_resume_after_kill(bench, tok, tmp_path, capsys):
     with FakeServer(delay=0.3) as fake:
-        args = served(bench, fake.url, tmp_path/'k', '--tokenizer', qwen3, '--concurrency', 2)
+        args = served(bench, fake.url, tmp_path/'k', '--tokenizer', tok, '--concurrency', 2)
         p = subprocess.Popen([sys.executable, '-c', 'from pope_audit.cli import main; main()', '--quiet', 'run', *map(str, args)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         rec = tmp_path/'k/records.jsonl'
@@ -101,7 +101,7 @@ def test_resume_after_kill(bench, qwen3, tmp_path, capsys):
         assert run(capsys, *args)[0] == 0
         asked = len(fake.requests) - before - 2                                         # less the preflight's two
         before = len(fake.requests)
-        assert run(capsys, *served(bench, fake.url, tmp_path/'whole', '--tokenizer', qwen3))[0] == 0
+        assert run(capsys, *served(bench, fake.url, tmp_path/'whole', '--tokenizer', tok))[0] == 0
         whole = len(fake.requests) - before - 2
     assert asked < whole                                                                # only what was missing was asked again
     by_key = lambda f: sorted(f.read_text().splitlines())
@@ -121,9 +121,9 @@ def test_text_only(bench, tmp_path, capsys):
     assert 'derived' not in names and 'pope_parse' in names
 
 
-def test_no_images_sends_the_question_alone(bench, qwen3, tmp_path, capsys):
+def test_no_images_sends_the_question_alone(bench, tok, tmp_path, capsys):
     with FakeServer(images='refuse') as fake:
-        code, err = run(capsys, *served(bench, fake.url, tmp_path/'n', '--tokenizer', qwen3, '--no-images', '--limit', 2))
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'n', '--tokenizer', tok, '--no-images', '--limit', 2))
     assert code == 0, err
     assert all(isinstance(b['messages'][0]['content'], str) for b in fake.requests)
     assert json.loads((tmp_path/'n/manifest.json').read_text())['identity']['images'] is None
@@ -141,10 +141,10 @@ def test_no_images_sends_the_question_alone(bench, qwen3, tmp_path, capsys):
     (dict(), ['--no-tokenizer'], {}, "field 'tokenizer': the logprob readouts need the served model's tokenizer"),
     (dict(), ['--model', 'x'], {}, "--model sets up a model run here; --endpoint asks a server: leave it out"),
 ])
-def test_bad_input(bench, qwen3, tmp_path, capsys, monkeypatch, server, more, env, message):
+def test_bad_input(bench, tok, tmp_path, capsys, monkeypatch, server, more, env, message):
     for k, v in env.items(): monkeypatch.setenv(k, v)
     monkeypatch.delenv('OPENAI_API_KEY', raising=False)
-    tok = [] if '--no-tokenizer' in more else ['--tokenizer', qwen3]
+    tok = [] if '--no-tokenizer' in more else ['--tokenizer', tok]
     with FakeServer(**server) as fake:
         code, err = run(capsys, *served(bench, fake.url, tmp_path/'bad', *tok, *[m for m in more if m != '--no-tokenizer']))
     lines = err.strip().splitlines()
@@ -152,22 +152,22 @@ def test_bad_input(bench, qwen3, tmp_path, capsys, monkeypatch, server, more, en
     assert not (tmp_path/'bad').exists()
 
 
-def test_key_given_and_cap_and_retries(bench, qwen3, tmp_path, capsys, monkeypatch):
+def test_key_given_and_cap_and_retries(bench, tok, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv('OPENAI_API_KEY', 'sk-1')
     with FakeServer(api_key='sk-1', max_logprobs=5, fail_first=2) as fake:            # 503 twice (loading), then at most 5 logprobs
-        code, err = run(capsys, *served(bench, fake.url, tmp_path/'k', '--tokenizer', qwen3, '--limit', 1))
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'k', '--tokenizer', tok, '--limit', 1))
     assert code == 0, err
     assert json.loads((tmp_path/'k/manifest.json').read_text())['identity']['request']['top_logprobs'] == 5
     assert all(len(r.served['tokens']) == 5 for r in read_records(tmp_path/'k'))
 
 
-def test_unreachable(bench, qwen3, tmp_path):
+def test_unreachable(bench, tok, tmp_path):
     from pope_audit.core import InputError
     from pope_audit.served import ServedConfig, run_served
     dead = FakeServer()                                                             # a port bound, then closed: nothing answers there
     dead.httpd.server_close()
     t0 = time.time()
     with pytest.raises(InputError) as e:
-        run_served(ServedConfig(dead.url, tokenizer=qwen3, backoff=0.01, progress=False), [str(bench)], bench/'images', tmp_path/'u')
+        run_served(ServedConfig(dead.url, tokenizer=tok, backoff=0.01, progress=False), [str(bench)], bench/'images', tmp_path/'u')
     assert "field 'endpoint'" in str(e.value) and 'did not answer /models after 5 tries' in str(e.value) and 'is it running' in str(e.value)
     assert not (tmp_path/'u').exists() and time.time() - t0 < 10
