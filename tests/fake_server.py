@@ -34,7 +34,8 @@ class FakeServer:
             def _send(self, code, obj):
                 b = json.dumps(obj).encode()
                 self.send_response(code); self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(b)))
-                self.end_headers(); self.wfile.write(b)
+                try: self.end_headers(); self.wfile.write(b)
+                except (BrokenPipeError, ConnectionResetError): pass      # a client that stopped waiting
             def _auth(self):
                 if fake.api_key and self.headers.get('Authorization') != f'Bearer {fake.api_key}':
                     self._send(401, {'error': {'message': 'Invalid API key', 'type': 'authentication_error'}}); return False

@@ -171,3 +171,14 @@ def test_unreachable(bench, tok, tmp_path):
         run_served(ServedConfig(dead.url, tokenizer=tok, backoff=0.01, progress=False), [str(bench)], bench/'images', tmp_path/'u')
     assert "field 'endpoint'" in str(e.value) and 'did not answer /models after 5 tries' in str(e.value) and 'is it running' in str(e.value)
     assert not (tmp_path/'u').exists() and time.time() - t0 < 10
+
+
+def test_timeout(bench, tok, tmp_path):
+    from pope_audit.core import InputError
+    from pope_audit.served import ServedConfig, run_served
+    with FakeServer(delay=2) as fake:                                              # answers, but later than the client waits
+        with pytest.raises(InputError) as e:
+            run_served(ServedConfig(fake.url, tokenizer=tok, timeout=0.3, retries=1, backoff=0.01, progress=False), [str(bench)], bench/'images', tmp_path/'t')
+        assert len(fake.requests) == 2                                             # tried, and tried again
+    assert 'did not answer /chat/completions after 2 tries (no answer within 0.3 s)' in str(e.value)
+    assert not (tmp_path/'t').exists()
