@@ -68,11 +68,12 @@ class FakeServer:
         text = content if isinstance(content, str) else next(c['text'] for c in content if c['type'] == 'text')
         image = None if isinstance(content, str) else next((c['image_url']['url'] for c in content if c['type'] == 'image_url'), None)
         if image and self.images == 'refuse': return 400, {'error': {'message': 'image input is not supported by this model'}}
+        if image and self.images == 'refuse-long': return 400, {'error': {'message': f'Requested tokens ({len(image)}) exceed context window of 2048'}}
         k = body.get('top_logprobs')
         if body.get('logprobs') and self.logprobs == 'refuse': return 400, {'error': {'message': 'logprobs is not supported by this server'}}
         if k and self.max_logprobs and k > self.max_logprobs:
             return 400, {'error': {'message': f'Requested top_logprobs of {k} exceeds the maximum of {self.max_logprobs}'}}
-        sc = scores(text, image if self.images == 'read' else None)
+        sc = scores(text, image if self.images in ('read', 'as-text') else None)
         order = sorted(sc, key=lambda t: (-sc[t], t))
         choice = {'index': 0, 'message': {'role': 'assistant', 'content': order[0]}, 'finish_reason': 'length'}
         if body.get('logprobs') and self.logprobs != 'ignore':
@@ -84,7 +85,8 @@ class FakeServer:
                 if self.ids == 'vllm': e['token'] = f'token_id:{i}'
                 return e
             choice['logprobs'] = {'content': [{**entry(order[0]), 'top_logprobs': [entry(t) for t in order[:give]]}]}
-        return 200, {'id': 'cmpl-1', 'object': 'chat.completion', 'model': self.model, 'choices': [choice]}
+        n = len(text.split()) + (len(image) // 4 if image and self.images == 'as-text' else 576 if image else 0)   # a VLM: 576 tokens per image
+        return 200, {'id': 'cmpl-1', 'object': 'chat.completion', 'model': self.model, 'choices': [choice], 'usage': {'prompt_tokens': n}}
 
     def __enter__(self): self.thread.start(); return self
     def __exit__(self, *a): self.httpd.shutdown(); self.httpd.server_close()

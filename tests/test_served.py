@@ -133,8 +133,10 @@ def test_no_images_sends_the_question_alone(bench, tok, tmp_path, capsys):
     (dict(logprobs='refuse'), [], {}, "field 'logprobs': the server refuses logprobs (HTTP 400: logprobs is not supported by this server): "
                                       "it cannot give the answer token's log-probabilities; run with --text-only"),
     (dict(logprobs='ignore'), [], {}, 'the server ignores logprobs (its reply holds none)'),
-    (dict(images='refuse'), [], {}, "field 'served-model': the served model fake-vlm does not take images (HTTP 400: image input is not supported"),
+    (dict(images='refuse'), [], {}, "field 'served-model': the served model fake-vlm does not take images: it answers the question alone and refuses it with the image (HTTP 400: image input is not supported"),
     (dict(images='ignore'), [], {}, 'does not take images: its answer\'s logprobs are the same for'),
+    (dict(images='as-text'), [], {}, 'does not take images: the prompt takes'),
+    (dict(images='refuse-long'), [], {}, 'does not take images: it answers the question alone and refuses it with the image (HTTP 400: Requested tokens'),
     (dict(api_key='sk-1'), [], {}, 'the server requires an API key (HTTP 401: Invalid API key): set it in the environment variable OPENAI_API_KEY'),
     (dict(api_key='sk-1'), ['--api-key-env', 'MY_KEY'], {'MY_KEY': 'sk-2'}, 'the server refuses the API key in MY_KEY'),
     (dict(), ['--served-model', 'gpt-9'], {}, "field 'served-model': the server at"),
