@@ -759,7 +759,7 @@ def readout_coverage(records:list[Record], # the records scored
                     ) -> pd.DataFrame|None:
     "For a served model's records: per readout of logits, by split, the share of questions it decides (its ids came back among the top logprobs); None for other answers."
     if not any(r.served for r in records): return None
-    names = [n for n in readout_columns(preds) if n in READOUTS and READOUTS[n].needs in ('logits', 'greedy')]
+    names = [n for n in readout_columns(preds) if n in READOUTS and READOUTS[n].needs == 'logits']
     if not names: return None
     return preds[names].ne('unknown').assign(split=preds.split.to_numpy()).groupby('split', sort=False).mean().T.rename_axis('readout')
 
