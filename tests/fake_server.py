@@ -18,6 +18,7 @@ def scores(question:str, image:str|None) -> dict[str, float]:
     for t in VOCAB:
         s = t.strip().lower()
         out[t] = (lean if s == 'yes' else -lean if s == 'no' else -4.0) - 2 * _unit('tok', t, question, image) - (0 if t in ('Yes', 'No', 'yes', 'no') else 1.5)
+    if _unit('chatty', question, image) < 0.25: out['The'] = 1.0          # a quarter of the answers start with 'The': no yes/no form on top
     lse = math.log(sum(math.exp(v) for v in out.values()))
     return {t: v - lse for t, v in out.items()}
 
