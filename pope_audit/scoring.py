@@ -765,7 +765,7 @@ def coverage(answers, questions:pd.DataFrame|None=None) -> pd.DataFrame:
 def readout_coverage(records:list[Record], # the records scored
                      preds:pd.DataFrame, # their decisions (`predictions`)
                     ) -> pd.DataFrame|None:
-    "For a served model's records: per readout of logits, by split, the share of questions it decides (its ids came back among the top logprobs); None for other answers."
+    "For a served model's records: per readout of logits, by split, the share of questions it decides from the top logprobs returned; None for other answers."
     if not any(r.served for r in records): return None
     names = [n for n in readout_columns(preds) if n in READOUTS and READOUTS[n].needs == 'logits']
     if not names: return None
@@ -857,7 +857,8 @@ def summary_text(sm:dict, title:str='') -> str:
     elif sm['notes']: parts += [*sm['notes'], '']
     parts += ['coverage:', sm['coverage'].to_string(), '']
     if (rc := sm.get('readout_coverage')) is not None:
-        parts += ["readout coverage (a served model: the share of questions whose readout ids all came back among the server's top logprobs; the rest are unknown):",
+        parts += ["readout coverage (a served model: the share of questions each readout of logits decides from the top logprobs the server returned, "
+                  "an id not returned lying at or below the lowest of them; the rest are unknown):",
                   rc.map(_f4).to_string(), '']
     parts += _printed_text(sm.get('as_printed') or [])
     if sm['set_aside']: parts += [f'columns set aside (not yes/no): {", ".join(sm["set_aside"])}', '']
