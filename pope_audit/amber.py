@@ -247,7 +247,7 @@ def read_amber_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file of 
                   ) -> list|None:
     "Records from an lmms-eval amber_g log (doc: question_id, task_type, text, truth), discriminative docs only; None if the log is not AMBER's."
     from pope_audit.readouts import Record
-    from pope_audit.readers import lmms_objects, _first_text, answer_text
+    from pope_audit.readers import lmms_objects, lmms_response, _first_text, answer_text
     from pope_audit.data import norm_label
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
@@ -265,8 +265,7 @@ def read_amber_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file of 
         if isinstance(qid, bool) or not isinstance(qid, int): raise InputError(f'question_id must be an AMBER id, got {qid!r}', path, line, 'doc.question_id')
         if qid in seen: raise InputError(f'id {qid} is answered twice (first on line {seen[qid]})', path, line, 'doc.question_id')
         seen[qid] = line
-        fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
-        text = _first_text(o.get(fld))
+        text, fld = lmms_response(o)
         if text is None: raise InputError('no response text', path, line, fld)
         text, label, question = answer_text(text, path, line, fld), norm_label(d['truth'], path, line, 'doc.truth'), str(d.get('text') or '')
         image = ''

@@ -252,7 +252,8 @@ def read_config(path:str|None) -> dict:
 # run settings -> the `pope-audit run` option that sets each
 RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
                  template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
-                 batch_size='batch_size', device='device', processes='processes', threads='threads')
+                 batch_size='batch_size', device='device', processes='processes', threads='threads', thinking='thinking',
+                 max_think_tokens='max_think_tokens')
 
 def _given_twice(argv) -> str|None:
     "The first run option given more than once on the command line (argparse would keep the last, silently)."
@@ -542,6 +543,7 @@ def _batch(v:str):
 
 def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
+    from pope_audit.reasoning import THINKING_MODES, MAX_THINK_TOKENS
     from pope_audit.choices import (POLICIES, READOUT_NAMES as READOUTS, TIE_RULES, KINDS, LAYOUTS, TEMPLATE_NAMES as TEMPLATES, DTYPES,
                                     QUANTIZATIONS, CORRECTION_NAMES as CORRECTIONS, BENCHMARK_NAMES, RESAMPLE)    # names as plain data: --help loads no model stack
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
@@ -613,6 +615,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--limit', type=int, help='first N questions of each split (default: all)')
     s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (default: 16)')
     s.add_argument('--topk', type=int, help='top ids kept per record (default: 10)')
+    s.add_argument('--thinking', choices=list(THINKING_MODES), help="a thinking model: auto follows the chat template's default and reads after a "
+                   "reasoning block the model opens; on / off render the template's thinking switch (Qwen3's enable_thinking) (default: auto)")
+    s.add_argument('--max-think-tokens', type=int, help=f'how far a reasoning block may run; one still open there is recorded as cut, its answer unknown (default: {MAX_THINK_TOKENS})')
     s.add_argument('--attention', action='store_true', default=None, help="record the answer position's attention on image tokens")
     s.add_argument('--pad-square', action='store_true', help="LLaVA-1.5: pad images to squares as LLaVA's own evaluation did")
     s.add_argument('--revision', help='hub revision')

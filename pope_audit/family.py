@@ -4,16 +4,17 @@
 
 # %% ../nbs/models/05a_family.ipynb #607d0418
 from __future__ import annotations
-import copy, json
+import copy, functools, json
 from dataclasses import dataclass, field
 import torch
 from fastcore.basics import patch
 from .core import InputError, error_line, note
 from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, chat_template_of, trailing_difference
+from .reasoning import Thinking, MARKERS, thinking_switch, opens_block, think_block
 
 # %% auto #0
 __all__ = ['PROMPT_PRESETS', 'FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt',
-           'register_family', 'bnb_config', 'bnb_4bit_config']
+           'think_state', 'register_family', 'bnb_config', 'bnb_4bit_config']
 
 # %% ../nbs/models/05a_family.ipynb #ae63e21c
 @dataclass
@@ -51,21 +52,24 @@ class Family:
     features:dict = dict(prefix=True, batching=True, attention=True)   # engine features the family suite proves for it
     cross_attention:bool = False     # the image enters through cross-attention layers (no image keys in self-attention)
 
-    def __init__(self, model, processor, template:str|Template|None=None, name:str|None=None, **options):
+    def __init__(self, model, processor, template:str|Template|None=None, name:str|None=None, thinking:Thinking|None=None, **options):
         unknown = set(options) - set(self.options)
         if unknown: raise InputError(f'{", ".join(sorted(unknown))}: not an option of the {self.family} family '
                                      f'(its options: {", ".join(self.options) or "none"})', field='family options')
         self.settings = {**self.options, **options}
         self.model, self.processor = model, processor
         self.tokenizer = getattr(processor, 'tokenizer', processor)
-        self.template, self.template_choice = self.choose_template(processor, template)
+        self.thinking = thinking or Thinking()
+        self.template, self.template_choice = self.choose_template(processor, template, thinking=self.thinking)
         if (warn := self.template_choice.partition('; warning: ')[2]): note(f'warning: {warn}')
         self.name = name or getattr(model, 'name_or_path', '') or self.family
         if self.image_token is not None:
             n = self.template.text.count(self.image_token)
             if n != 1: raise InputError(f'template {self.template.name!r} must contain the image placeholder {self.image_token!r} exactly once (found {n})', field='template')
         self.image_token_id = self._image_token_id()
-        self.probe = probe(self.tokenizer, self.template, name=self.name)
+        self.think = think_state(processor, self.template, self.thinking)
+        block = think_block(MARKERS[self.think['markers']], self.think['opened']) if self.think['thinks'] else None
+        self.probe = probe(self.tokenizer, self.template, name=self.name, think=block)
         if not (self.probe.derived['yes'] and self.probe.derived['no']):
             raise InputError('template does not fit this tokenizer: no single-token yes/no answer at the answer position\n'
                              + self.probe.answers.to_string(index=False), field='template')
@@ -74,7 +78,7 @@ class Family:
         self.eos_ids = set([eos] if isinstance(eos, int) else (eos or [])) | ({self.tokenizer.eos_token_id} - {None})
 
     @classmethod
-    def choose_template(cls, processor, template=None, model_type:str='') -> tuple[Template, str]:
+    def choose_template(cls, processor, template=None, model_type:str='', thinking:Thinking|None=None) -> tuple[Template, str]:
         "The prompt template and why: `template` as given, else the model's own chat template where it places the image, else the family's preset."
         preset = f"the family's preset {cls.default_template!r}"
         try: own, source = chat_template_of(processor, choose='give the template with --template or --template-file')
@@ -87,16 +91,18 @@ class Family:
             diff = trailing_difference(t.text, mine.text) if mine is not None else None
             return t, 'given (--template)' + (f'; warning: {diff}' if diff else '')
         if not own: return get_template(cls.default_template), f'{preset}: the model carries no chat template'
-        mine = cls._own_prompt(processor, model_type)
+        mine = cls._own_prompt(processor, model_type, thinking)
         if mine is None: return get_template(cls.default_template), f'{preset}: the model\'s own chat template ({source}) cannot render one image and a question'
         if cls.image_token is not None and mine.text.count(cls.image_token) != 1:
             return get_template(cls.default_template), f'{preset}: the model\'s own chat template ({source}) does not place {cls.image_token!r} once'
         return mine, f"the model's own chat template ({source})"
 
     @classmethod
-    def _own_prompt(cls, processor, model_type) -> Template|None:
-        try: return chat_prompt(processor, model_type or cls.family)
-        except InputError: return None
+    def _own_prompt(cls, processor, model_type, thinking=None) -> Template|None:
+        try: return chat_prompt(processor, model_type or cls.family, thinking=thinking)
+        except InputError as e:
+            if e.field == 'thinking': raise            # --thinking on for a template without a switch: refused, not a fallback
+            return None
 
     def _image_token_id(self) -> int:
         t = self.image_token
@@ -113,6 +119,7 @@ def chat_prompt(processor, # the model's processor (or a tokenizer)
                 model_type:str, # `config.model_type`
                 template:str|None=None, # an override with `{question}` (and `{image}`: the processor's placeholder)
                 single_word:bool=True, # append lmms-eval's POPE instruction to the question
+                thinking:Thinking|None=None, # renders the chat template's thinking switch (`run --thinking`)
                ) -> Template:
     "The prompt template one image and one question get from the processor's chat template (or `template`, or the architecture's preset)."
     post = SINGLE_WORD if single_word else ''
@@ -126,15 +133,43 @@ def chat_prompt(processor, # the model's processor (or a tokenizer)
     if not tmpl:
         raise InputError(f'the processor has no chat template and {model_type!r} has no preset: give a template with {{image}} and {{question}}', field='chat_template')
     renderer = processor if hasattr(processor, 'apply_chat_template') else processor.tokenizer
-    def render(q):
+    def render(q, **kw):
         msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
-        try: return renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False)
+        try: return renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False, **kw)
         except Exception as e:
             raise InputError(f'the chat template cannot render one image and a question ({error_line(e, 160)})', field='chat_template') from None
+    settings = (thinking or Thinking()).settings(thinking_switch(lambda **kw: render('{question}', **kw)), render('{question}'))
+    render = functools.partial(render, **settings)
     t = render('{question}')
     if t.count('{question}') != 1 or render('Is there a dog?') != t.replace('{question}', 'Is there a dog?'):
         raise InputError('the chat template does not keep the question text as given', field='chat_template')
-    return Template(f'chat-template:{model_type}', t, source=source)
+    return Template(f'chat-template:{model_type}', t, source=source + ''.join(f' [{k}={v}]' for k, v in settings.items()))
+
+# %% ../nbs/models/05a_family.ipynb #b2bbf3eb
+def think_state(processor, # the model's processor (or a tokenizer)
+                template:Template, # the prompt template in use
+                thinking:Thinking, # `run --thinking`, `--max-think-tokens`
+               ) -> dict:
+    "How the prompt in use treats thinking: the template's switch, whether the model thinks (None: seen when it generates), and the marker ids the runner reads."
+    tok = getattr(processor, 'tokenizer', processor)
+    vocab, switch = tok.get_vocab(), None
+    if template.name.startswith('chat-template:'):     # the model's own chat template: its switch, if it has one
+        tmpl, _ = chat_template_of(processor)
+        renderer = processor if hasattr(processor, 'apply_chat_template') else tok
+        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': 'Is there a dog?'}]}]
+        try: switch = thinking_switch(lambda **kw: renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False, **kw))
+        except Exception: switch = None
+    thinking.settings(switch, template.text)            # refuses `on` where nothing switches thinking on
+    thinks, opened = thinking.thinks(switch, template.text), opens_block(template.text)
+    m = opened or next((m for m in MARKERS.values() if m.start in vocab and m.end in vocab), None)
+    if m is None or m.end not in vocab:
+        if thinks: raise InputError('the prompt asks for thinking, but the vocabulary holds no think markers as single tokens '
+                                    f'({", ".join(f"{m.start} {m.end}" for m in MARKERS.values())}): the answer position cannot be found', field='thinking')
+        thinks = False                                   # no marker to open a block with: the model answers at the first step
+    return dict(mode=thinking.mode, max_think_tokens=thinking.max_think_tokens, switch=switch.key if switch else None,
+                switch_default=('on' if switch.default_on else 'off') if switch else None, thinks=thinks, opened=opened is not None,
+                markers=m.name if thinks is not False else None, start_id=vocab.get(m.start) if m and thinks is not False else None,
+                end_id=vocab.get(m.end) if m and thinks is not False else None)
 
 # %% ../nbs/models/05a_family.ipynb #4a47d7a1
 @patch(as_prop=True)

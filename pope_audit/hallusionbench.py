@@ -201,15 +201,14 @@ def read_hallusion_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file
                        check=None, # a `scoring.JoinCheck` collecting the pairing checks
                       ) -> list|None:
     "Records from lmms-eval's HallusionBench log (its docs are HallusionBench's rows; the response is the model_prediction), or None if the log is not HallusionBench's."
-    from pope_audit.readers import lmms_objects, _first_text
+    from pope_audit.readers import lmms_objects, lmms_response, _first_text
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
     if not (isinstance(doc0, dict) and {*HALLUSION_KEY, 'gt_answer'} <= set(doc0)): return None
     rows, places = [], []
     for line, o in objs:
         d = o.get('doc') if isinstance(o.get('doc'), dict) else {}
-        fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
-        text = _first_text(o.get(fld))
+        text, fld = lmms_response(o)
         if text is None: raise InputError('no response text', path, line, fld)
         rows.append({**d, 'model_prediction': text}); places.append(_place(line, 'doc.', {'model_prediction': fld}))
     return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='lmms-eval/hallusionbench', places=places)

@@ -14,8 +14,9 @@ from .data import ImageFolder, fingerprint, select_splits, load_questions, norm_
 from .benchmarks import find_benchmark
 from .readouts import Record
 from .tokens import token_text
+from .reasoning import Thinking, answer_position
 from .models import Family, load_adapter, quantization_in_effect, module_dtypes
-from .engine import Engine, reference_logits
+from .engine import Engine, reference_logits, first_step_result
 from .parallel import world, world_env, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault, fault_points
 from .runstatus import identity_hash, check_run_outputs, run_status
 from .corrections import TapEngine, make_corrections, correct_image
@@ -23,7 +24,7 @@ from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff
                                   image_hashes, images_identity, _now, apply_threads, check_machine)
 
 # %% auto #0
-__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'select_work', 'run']
+__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'select_work', 'think_answers', 'run']
 
 # %% ../nbs/running/06_inference.ipynb #18f69024
 def plan(questions:pd.DataFrame) -> list[tuple[str, list[str], list[list[int]]]]:
@@ -60,6 +61,7 @@ def run_identity(family:Family, # the loaded family
                 splits=sorted(questions.split.unique()) if cfg.splits is None else list(cfg.splits), limit=cfg.limit,
                 batch_size=cfg.batch_size, decoding=dict(method='greedy', do_sample=False, num_beams=1, max_new_tokens=cfg.max_new_tokens,
                                                          topk=cfg.topk, first_token='logits at the last prompt position'),
+                **({'thinking': dict(family.think)} if family.think['thinks'] is not False else {}),   # the mode, the switch, whether it thinks, its marker ids
                 attention=cfg.attention, corrections=[c.spec() for c in make_corrections(cfg.corrections)])
 
 # %% ../nbs/running/06_inference.ipynb #47c44335
@@ -121,11 +123,39 @@ def _record(family, q, qid, text, r, run_id) -> dict:
     rec = Record(q.split, qid, q.image, q.question, q.label, source='run', prompt=family.prompt(text),
                  greedy_id=r['greedy_id'], greedy_token=token_text(family.tokenizer, r['greedy_id']),
                  logits=r['logits'], topk=r['topk'], logsumexp=r['logsumexp'], derived=family.probe.derived,
-                 surface=family.probe.surface, text=r['text'], attention=r.get('attention'), batch_size=r.get('batch_size'))
+                 surface=family.probe.surface, text=r['text'], attention=r.get('attention'), batch_size=r.get('batch_size'),
+                 thinking=r.get('thinking'))
     d = rec.to_dict()
     if r.get('corrections') is not None: d['corrections'] = r['corrections']
     d['run_id'] = run_id
     return d
+
+# %% ../nbs/running/06_inference.ipynb #ac5eb39a
+@torch.no_grad()
+def think_answers(family:Family, # a loaded family whose `think` says it thinks
+                  image, questions:list[str],
+                  max_think_tokens:int, # how far a block may run; one still open there is cut
+                  max_new_tokens:int=16, # the answer's continuation kept as text
+                  topk:int=10) -> list[dict]:
+    "Per question, through `generate` over its whole prompt: greedy up to the limit, then the logits at the answer position after the block."
+    th, tok, cand, out = family.think, family.tokenizer, family.candidate_ids(), []
+    blank = lambda i: not tok.decode([i]).strip()
+    for q in questions:
+        inp = family.full_inputs(image, q)
+        g = family.model.generate(**inp, max_new_tokens=max_think_tokens + max_new_tokens, do_sample=False, output_logits=True, return_dict_in_generate=True)
+        gen = g.sequences[0, inp['input_ids'].shape[1]:].tolist()
+        at = answer_position(gen, th['end_id'], blank)
+        closed = at is not None and gen.index(th['end_id']) < max_think_tokens
+        ok = closed and at < len(g.logits)            # the answer step was generated (not an end of text right after the block)
+        r = first_step_result(g.logits[at].float(), cand, topk)[0] if ok else \
+            dict(greedy_id=gen[min(max_think_tokens, len(gen) - 1)], logits={}, topk=[], logsumexp=None)   # no answer position: every logit readout unknown
+        end = next((i for i in range(at, len(gen)) if gen[i] in family.eos_ids), len(gen)) if ok else max_think_tokens
+        first = first_step_result(g.logits[0].float(), cand, topk)[0]
+        r.update(text=tok.decode(gen[:min(end, (at or 0) + max_new_tokens) if ok else end], skip_special_tokens=True).strip(), batch_size=1,
+                 thinking=dict(think_tokens=gen.index(th['end_id']) + 1 if closed else min(len(gen), max_think_tokens), think_cut=not closed,
+                               answer_step=at if ok else None, first_step=dict(greedy_id=first['greedy_id'], logits=first['logits'])))
+        out.append(r)
+    return out
 
 # %% ../nbs/running/06_inference.ipynb #9ab2cc04
 def run(model:str|Family, # hub id, folder, or a loaded family
@@ -147,7 +177,11 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     w = world()
     if cfg.threads: apply_threads(cfg)     # given: set before the model loads (the command line also applies the automatic choice)
     family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
-        attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args, **cfg.family_options)
+        attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args,
+        thinking=Thinking(cfg.thinking, cfg.max_think_tokens), **cfg.family_options)
+    if family.think['thinks'] and (corrections or cfg.attention):   # both act on the first step, which a thinking model spends on its marker
+        raise InputError(f'{"corrections" if corrections else "--attention"} read the first step, and this model may think first '
+                         f'(--thinking {family.think["mode"]}): run them with --thinking off', field='thinking')
     if cfg.topk > family.vocab_size: raise InputError(f'top-k {cfg.topk} exceeds the vocabulary ({family.vocab_size} ids)', field='topk')
     for c in corrections: c.check(family)
     if cfg.batch_size is None: cfg = dataclasses.replace(cfg, batch_size='auto' if str(family.device).startswith('cuda') else 8)
@@ -190,6 +224,13 @@ def _open(out, family, cfg, questions, imgs, keys, corrections, w):
                         images=hashes, started=_now(), finished=None, status='running', questions=len(questions),
                         prompt_example=family.prompt(questions.question.iloc[0]), template_choice=family.template_choice, probe=family.probe.to_dict(),
                         engine_features=dict(family.features))   # which engine features ran (a generic-family model: those the suite proved)
+        if family.think['thinks'] is None and (cfg.corrections or cfg.attention):
+            manifest['thinking_note'] = ('thinking (auto): the template does not say whether the model thinks, and corrections or attention capture '
+                                         'read the first step: every question is read there, a reasoning block it opens included')
+        elif family.think['thinks'] is not False:
+            manifest['thinking_note'] = (f"thinking ({family.think['mode']}): " + ('every question' if family.think['thinks'] else 'a question whose first generated token opens a reasoning block')
+                + f" runs alone through generate over its whole prompt (prefix cache and batching off for it), up to {family.think['max_think_tokens']} "
+                'reasoning tokens; its logits are read at the answer position after the block')
         if old is not None:
             if diffs := diff(old['identity'], ident):
                 changed = [n for n in hashes if old.get('images', {}).get(n) != hashes[n]]
@@ -224,6 +265,16 @@ def _answer_fitting(engine, pic, texts, bs, cfg, image, backoff):
             backoff.append(dict(image=image, tried=bs, now=bs // 2))
             bs //= 2
 
+def _answer_image(engine, pic, texts, bs, cfg, image, backoff):
+    "One image's results (and the batch size, last): through the engine, or after the reasoning block for a thinking model's questions."
+    th, f = engine.family.think, engine.family
+    if th['thinks']: return think_answers(f, pic, texts, th['max_think_tokens'], cfg.max_new_tokens, cfg.topk) + [bs]
+    res, bs = _answer_fitting(engine, pic, texts, bs, cfg, image, backoff)
+    if th['thinks'] is None and not (cfg.corrections or cfg.attention):   # auto, the template does not say: a question whose first token opens a block is read after it
+        redo = [i for i, r in enumerate(res) if r['greedy_id'] == th['start_id']]
+        for i, r in zip(redo, think_answers(f, pic, [texts[i] for i in redo], th['max_think_tokens'], cfg.max_new_tokens, cfg.topk)): res[i] = r
+    return res + [bs]
+
 def _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest, out, w):
     "Answer every image with questions still missing — this process's shard of them — appending records as each image ends."
     todo = [p for p in plan(questions) if any(keys[i] not in done for rows in p[2] for i in rows)]
@@ -244,7 +295,8 @@ def _answer_all(family, cfg, questions, imgs, keys, done, corrections, manifest,
     with JsonlAppender(dest) as wr:
         for image, texts, rows in todo:
             pic, t0 = imgs.load(image), time.perf_counter()
-            res, bs = _answer_fitting(engine, pic, texts, bs, cfg, image, backoff)
+            res = _answer_image(engine, pic, texts, bs, cfg, image, backoff)
+            bs = res.pop()
             if corrections:
                 timing['baseline_s'] += time.perf_counter() - t0
                 for r, c in zip(res, correct_image(engine, corrections, image, pic, texts, bs, timing['corrections'])): r['corrections'] = c

@@ -242,7 +242,7 @@ def calculation_text(scores:pd.DataFrame, readout:str) -> str:
 # %% ../nbs/benchmarks/01c_mme.ipynb #e7a4f21e
 def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
     "`(line, subtask, image, question, label, response)` per answer of an MME log, or None if the log is not about MME."
-    from pope_audit.readers import read_table, need_columns, answer_text, _first_text, lmms_objects
+    from pope_audit.readers import read_table, need_columns, answer_text, _first_text, lmms_objects, lmms_response
     out = []
     if kind == 'lmms-eval':
         for line, o in lmms_objects(path)[1]:           # every layout: 0.2.0's {task}.json with a logs list, and JSON Lines
@@ -250,8 +250,7 @@ def _log_rows(path, kind) -> list[tuple[int, str, str, str, str, str]]|None:
             if not out and doc.get('category') not in MME_SUBTASKS: return None
             for f in ('question_id', 'question', 'answer', 'category'):
                 if doc.get(f) is None or str(doc[f]).strip() == '': raise InputError('missing field', path, line, f'doc.{f}')
-            fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
-            text = _first_text(o.get(fld))
+            text, fld = lmms_response(o)
             if text is None: raise InputError('no response text', path, line, fld)
             out.append((line, str(doc['category']), str(doc['question_id']), str(doc['question']),
                         norm_label(doc['answer'], path, line, 'doc.answer'), answer_text(text, path, line, fld)))

@@ -12,6 +12,7 @@ import torch
 from fastcore.basics import patch
 import pope_audit
 from .core import InputError, atomic_write, error_line, quiet_libraries, note
+from .reasoning import Thinking
 from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, load_tokenizer, class_note, find_chat_template, _named
 from .family import (Encoded, expand_image_token, Family, FAMILIES, register_family, QUANTIZATIONS, DTYPES, bnb_config,
                                bnb_4bit_config, chat_prompt, PROMPT_PRESETS)   # the interface every family implements, re-exported here
@@ -200,7 +201,7 @@ class Generic(Family):
 
     def __init__(self, model, processor, template=None, name=None, **options):
         self.model_type, self.processor = model.config.model_type, processor
-        super().__init__(model, processor, chat_prompt(processor, self.model_type, template, options.get('single_word', True)), name, **options)
+        super().__init__(model, processor, chat_prompt(processor, self.model_type, template, options.get('single_word', True), options.get('thinking')), name, **options)
         if template is None: self.template_choice = (f"the model's own chat template ({self.template.source})" if self.template.source
                                                      else f"the architecture's preset {self.template.name!r}: the processor has no chat template")
         feats = self.settings['features']
@@ -308,6 +309,7 @@ def load_adapter(src:str, # hub id or local folder
                  quantization:str|None=None, # None, 'nf4' or 'int8'
                  device:str|None=None, # e.g. 'cpu', 'cuda:0' (default: cuda:0 when there is a GPU)
                  model_args:dict|None=None, # further `from_pretrained` arguments
+                 thinking:Thinking|None=None, # `run --thinking`, `--max-think-tokens` (default: auto)
                  **options) -> Family:
     "The family adapter for the model at `src`, loaded with `from_pretrained`."
     from transformers import AutoModelForImageTextToText
@@ -334,7 +336,7 @@ def load_adapter(src:str, # hub id or local folder
     except ValueError as e:
         if f'attn_implementation="{attn_implementation}"' not in str(e): raise
         raise InputError(f'attention implementation {attn_implementation!r} is not one this model supports (e.g. sdpa, eager)', field='attn_implementation') from None
-    fam = cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), **options)
+    fam = cls(model, _processor(str(src), cfg.model_type, revision), template, name=str(src), thinking=thinking, **options)
     if said := class_note(str(src), fam.tokenizer):          # the config's class contradicts tokenizer.json: transformers followed the file
         fam.probe.notes.insert(0, said); note(f'note: {said}')
     return fam

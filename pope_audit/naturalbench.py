@@ -179,7 +179,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
                          ) -> list|None:
     "Records from lmms-eval's NaturalBench log (one doc per item: Index, Question, Question_Type, answer), yes/no items only; None if the log is not NaturalBench's."
     from pope_audit.readouts import Record
-    from pope_audit.readers import lmms_objects, _first_text, JoinCheck
+    from pope_audit.readers import lmms_objects, lmms_response, _first_text, JoinCheck
     from pope_audit.data import norm_label
     objs = lmms_objects(path)[1]
     doc0 = objs[0][1].get('doc') if objs else None
@@ -196,8 +196,7 @@ def read_naturalbench_log(path:str|os.PathLike, # an lmms-eval `--log_samples` f
         if isinstance(i, bool) or not isinstance(i, int) or i < 0: raise InputError(f'Index must be a whole number, got {i!r}', path, line, 'doc.Index')
         if i in seen: raise InputError(f'item {i} is answered twice (first on line {seen[i]})', path, line, 'doc.Index')
         seen[i] = line
-        fld = 'filtered_resps' if o.get('filtered_resps') else 'resps'
-        text = _first_text(o.get(fld))
+        text, fld = lmms_response(o)
         if text is None: raise InputError('no response text', path, line, fld)
         label = norm_label(d['answer'], path, line, 'doc.answer')
         q = str(d['Question'])

@@ -8,11 +8,12 @@ import csv, io, json, os
 from collections import Counter
 from pathlib import Path
 import pandas as pd
+from .reasoning import MARKERS, strip_reasoning
 from .core import InputError, read_jsonl, input_file
 from .data import question_match, question_object, question_core, _reworded
 
 # %% auto #0
-__all__ = ['TABLE_SUFFIXES', 'read_table', 'need_columns', 'answer_text', 'lmms_objects', 'JoinCheck']
+__all__ = ['TABLE_SUFFIXES', 'read_table', 'need_columns', 'answer_text', 'lmms_objects', 'lmms_response', 'JoinCheck']
 
 # %% ../nbs/foundation/03b_readers.ipynb #e83fb9b8
 # file suffixes read as prediction tables
@@ -79,6 +80,14 @@ def lmms_objects(path) -> tuple[str, list[tuple[int, dict]]]:
             return '0.2', list(enumerate(doc['logs'], 1))
     return '0.4', list(read_jsonl(path))
 
+
+# %% ../nbs/foundation/03b_readers.ipynb #18bd2273
+def lmms_response(o:dict) -> tuple[object, str]:
+    "An lmms-eval log entry's response and its field: the raw `resps` where it holds a reasoning block (the filtered one may have lost it or the answer), else `filtered_resps` where given."
+    raw = _first_text(o.get('resps'))
+    if isinstance(raw, str) and any(m.start in raw or m.end in raw for m in MARKERS.values()): return raw, 'resps'
+    f = 'filtered_resps' if o.get('filtered_resps') else 'resps'
+    return _first_text(o.get(f)), f
 
 # %% ../nbs/foundation/03b_readers.ipynb #f941d5e0
 def _asks(text) -> str:

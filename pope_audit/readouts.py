@@ -5,9 +5,10 @@
 # %% ../nbs/foundation/03_readouts.ipynb #199452e2
 from __future__ import annotations
 import functools, math, re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Callable
 from .core import InputError, need, is_number
+from .reasoning import strip_reasoning
 from .data import norm_label, need_str, checked_qid
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
 from .choices import CORRECTION_NAMES
@@ -47,6 +48,7 @@ class Record:
     corrections: dict|None = None
     judge: str|None = None     # a judge's reply to `text` (HallusionBench's answer files)
     served: dict|None = None   # what a server returned at the answer position (served runs)
+    thinking: dict|None = None # a thinking model's run: think_tokens, think_cut, answer_step (the step whose logits these are), first_step
     schema: str = SCHEMA
 
     def __post_init__(self):
@@ -62,7 +64,7 @@ class Record:
         "JSON-ready (logit keys become strings)."
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.logits is not None: d['logits'] = {str(k): v for k, v in self.logits.items()}
-        for f in ('judge', 'served'):                        # records without one stay as they were
+        for f in ('judge', 'served', 'thinking'):                        # records without one stay as they were
             if d[f] is None: del d[f]
         return d
 
@@ -75,6 +77,9 @@ class Record:
         d['question_id'], d['label'] = checked_qid(d['question_id'], file, line), norm_label(d['label'], file, line)
         if d.get('logits') is not None: d['logits'] = _logits(d['logits'], file, line)
         if d.get('corrections') is not None: d['corrections'] = _corrections(d['corrections'], file, line)
+        fs = d['thinking'].get('first_step') if isinstance(d.get('thinking'), dict) else None
+        if isinstance(fs, dict) and fs.get('logits') is not None:     # the first step's logits, keyed by id as the answer's are
+            d['thinking'] = {**d['thinking'], 'first_step': {**fs, 'logits': _logits(fs['logits'], file, line)}}
         return cls(**d)
 
 _FIELDS = frozenset(f.name for f in fields(Record))
@@ -121,6 +126,10 @@ class Readout:
     tie_sensitive: bool = False  # a max readout: `fn` takes the tie rule
     def __call__(self, rec:Record, tie:str='decoder') -> str:
         check_tie(tie)
+        if self.needs == 'text' and rec.text is not None:    # every text rule reads the answer, not the reasoning before it
+            answer, _, cut = strip_reasoning(rec.text)
+            if cut: return 'unknown'                         # cut off inside its reasoning: no answer was given
+            if answer != rec.text: rec = replace(rec, text=answer)
         return self.fn(rec, tie=tie) if self.tie_sensitive else self.fn(rec)
     def applies(self, rec:Record) -> bool:
         "Does `rec` carry what this readout needs?"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from .core import InputError, atomic_write
 from .choices import DTYPES, QUANTIZATIONS      # not from models: that imports torch, and `score --out` writes an environment
+from .reasoning import Thinking, MAX_THINK_TOKENS
 
 # %% auto #0
 __all__ = ['IDENTITY', 'ENVIRONMENT', 'DTYPE_NAMES', 'MAPPING_ARGS', 'DEVICE_MAP_PLANS', 'ATTN_PACKAGES', 'RUN_FILES',
@@ -19,7 +20,7 @@ __all__ = ['IDENTITY', 'ENVIRONMENT', 'DTYPE_NAMES', 'MAPPING_ARGS', 'DEVICE_MAP
 # %% ../nbs/running/05d_runconfig.ipynb #c08cde80
 # the settings that make a run what it is
 IDENTITY = ('model', 'revision', 'dtype', 'quantization', 'attn_implementation', 'template', 'family_options', 'model_args',
-            'max_new_tokens', 'topk', 'attention', 'splits', 'limit', 'batch_size', 'corrections')
+            'max_new_tokens', 'topk', 'attention', 'splits', 'limit', 'batch_size', 'corrections', 'thinking', 'max_think_tokens')
 # the settings that change how a run runs, not what it answers
 ENVIRONMENT = ('device', 'processes', 'threads', 'progress')
 
@@ -45,6 +46,8 @@ class RunConfig:
     processes: int = 1               # data-parallel processes
     threads: int|None = None         # torch threads per process (default: OMP_NUM_THREADS, else the usable cores divided among processes)
     progress: bool = True            # show a progress bar
+    thinking: str = 'auto'           # auto, on or off: the chat template's thinking switch (see `reasoning.Thinking`)
+    max_think_tokens: int = MAX_THINK_TOKENS   # how far a reasoning block may run before it counts as cut
 
     def __post_init__(self): self.validate()
 
@@ -72,6 +75,7 @@ def _validate(self:RunConfig):
            f'must be a list of split names, got {self.splits!r}', 'splits')
     _check(isinstance(self.corrections, (list, tuple)), f'must be a list of corrections, got {self.corrections!r}', 'corrections')
     if self.splits is not None: self.splits = list(self.splits)
+    Thinking(self.thinking, self.max_think_tokens)           # refuses a bad mode or a limit below 1, by its option's name
     _settle_model_args(self)
 RunConfig.validate = _validate
 

@@ -16,7 +16,8 @@ from . import readouts, amber
 from .readouts import Record, READOUTS, applicable, SCHEMA, SCOPED, readout
 from .metrics import score_table, METRIC_COLS, bootstrap_ci, mcnemar_test, scores, confusion
 from .metrics import RESAMPLE, design_effect, clustered_mcnemar, diff_ci
-from .readers import (TABLE_SUFFIXES, read_table, JoinCheck, answer_text, lmms_objects, _first_text, _pair_key,
+from .reasoning import strip_reasoning
+from .readers import (lmms_response, TABLE_SUFFIXES, read_table, JoinCheck, answer_text, lmms_objects, _first_text, _pair_key,
                                 _asks, _JSON_TYPES)   # what every answer-file reader shares (the benchmarks' readers too), re-exported here
 
 
@@ -26,8 +27,8 @@ __all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUD
            'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'mme_rule',
            'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions',
            'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
-           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'readout_coverage', 'records_questions',
-           'answer_keys', 'score_summary', 'summary_text', 'summary_json']
+           'write_vlmeval_table', 'Tool', 'as_printed', 'reasoning_counts', 'coverage', 'readout_coverage',
+           'records_questions', 'answer_keys', 'score_summary', 'summary_text', 'summary_json']
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
 # the answer-file kinds `load_answers` reads
@@ -174,8 +175,7 @@ def read_lmms_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file, any
         fld = lambda f: f'{ent}.{f}' if ent else f
         if 'doc_id' not in o and 'doc' not in o: raise InputError('missing field', path, line, fld('doc_id'))
         doc = _lmms_doc(o, path, line) if 'doc' in o else None
-        rf = 'filtered_resps' if o.get('filtered_resps') else 'resps'
-        text = _first_text(o.get(rf))
+        text, rf = lmms_response(o)
         if text is None: raise InputError('no response text', path, line, fld(rf))
         text = answer_text(text, path, line, fld(rf))
         s = pope_split(doc['category'], path, line, fld('doc.category')) if doc and doc.get('category') else fsplit
@@ -755,6 +755,16 @@ def as_printed(records:list[Record]) -> list[dict]:
                                 why=t.why.get(m, '') if part else ''))
     return out
 
+# %% ../nbs/benchmarks/04a_scoring.ipynb #269bda59
+def reasoning_counts(records:list[Record]) -> dict:
+    "How many answers hold a reasoning block (stripped before every text readout) and how many were cut off inside it (each readout: unknown)."
+    n = cut = 0
+    for r in records:
+        if r.text is None: continue
+        _, reasoning, c = strip_reasoning(r.text)
+        n += bool(reasoning or c); cut += c
+    return dict(with_reasoning=n, cut=cut)
+
 # %% ../nbs/benchmarks/04a_scoring.ipynb #e97404ac
 def coverage(answers, questions:pd.DataFrame|None=None) -> pd.DataFrame:
     "Per split: questions in the set, answers scored (`answers`: records or their splits)."
@@ -816,6 +826,9 @@ def score_summary(ans:Answers, # what `load_answers` read
         if relabel is not None: raise InputError('these answers carry no image names, so they cannot be joined to a relabelled set by image and '
                                                  'question: give the questions they answer (--questions)', field='relabel')
         extra.append('intervals resample questions: these answers carry no image names to group them by (give --questions)')
+    rc = reasoning_counts(ans.records or [])
+    if rc['with_reasoning']: extra.append(f"{rc['with_reasoning']} answer(s) hold a reasoning block, stripped before every text readout; "
+                                          f"{rc['cut']} of them were cut off inside it, with no answer given, and count as unknown")
     clusters = keys.image.to_numpy() if keys is not None and resample == 'images' else None
     ci, mc = compare_readouts(preds, pairs, n_boot, clusters=clusters)
     rl = None
@@ -829,7 +842,7 @@ def score_summary(ans:Answers, # what `load_answers` read
     return dict(kind=ans.kind, fingerprint=fingerprint(qtab), checks=None if ans.check is None else ans.check.table(),
                 notes=([] if ans.check is None else ans.check.notes()) + ans.notes + extra, coverage=coverage(ans.splits, ans.questions),
                 readout_coverage=readout_coverage(ans.records or [], preds),
-                resample='images' if clusters is not None else 'questions', relabel=rl,
+                resample='images' if clusters is not None else 'questions', relabel=rl, reasoning=rc,
                 set_aside=(ans.preds.attrs.get('set_aside', []) if ans.preds is not None else []), unknown=unknown,
                 scores=score_predictions(preds, unknown), as_printed=as_printed(ans.records or []), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
 

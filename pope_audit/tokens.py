@@ -508,12 +508,13 @@ class Probe:
     notes: list[str] = field(default_factory=list)   # disagreements, scaffolding, forms that are not single tokens
     chat: dict|None = None                # for a chat template: where it was found, the settings used, the scaffolding
     choice: str = ''                      # which template was used and why (the command line's choice)
+    think: str = ''                       # for a thinking prompt: the closed reasoning block the answer position follows
 
     def to_dict(self) -> dict:
         "A JSON-ready summary (template snapshot included)."
         return dict(tokenizer=self.tokenizer, template=asdict(self.template), template_choice=self.choice, answer_sep=self.template.sep, join_rule=self.join_rule,
                     notes=list(self.notes), chat=self.chat, question=self.question, vocab_size=self.vocab_size, derived=self.derived,
-                    surface=self.surface, texts={str(k): v for k, v in self.texts.items()},
+                    surface=self.surface, texts={str(k): v for k, v in self.texts.items()}, **({'think': self.think} if self.think else {}),
                     answers=self.answers.assign(ids=self.answers.ids.map(list)).to_dict('records'))
 
 def _answer_row(tok, prompt, label, form, sep, used) -> dict:
@@ -527,11 +528,13 @@ def _ids_under(answers:pd.DataFrame, sep:str) -> str:
     return ', '.join(f"{r.joining} {' '.join(map(str, r.ids))} ({r.verdict})" for r in answers.itertuples() if literal_eval(r.joining) == sep + r.form)
 
 def probe(tok, template:str|Template='llava15', question:str='Is there a dog in the image?', forms=FORMS, name:str|None=None,
-          join:str|None=None, chat_template:str|None=None) -> Probe:
+          join:str|None=None, chat_template:str|None=None,
+          think:str|None=None, # a closed reasoning block the model writes first (`reasoning.think_block`): the answer position follows it
+         ) -> Probe:
     "Probe `tok` under `template` (`'chat'`: its own chat template, the one named `chat_template` among named ones): answer-position ids, surface ids, and the derived readout set."
     chat = chat_prompt(tok, forms, chat_template) if template == 'chat' else None
     t = chat.template if chat else get_template(template)
-    prompt = t.render(question)
+    prompt = t.render(question) + (think or '')
     last_sep, last_rule = last_token_join(tok, prompt)
     joins = {'--join': None if join is None else check_join(join), 'the chat template': t.answer_sep if chat else None,
              'the preset': None if chat else t.answer_sep, 'the last-token rule': last_sep}
@@ -553,8 +556,9 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
         notes.append(f'{r.joining} is not a single token here ({r.verdict}: {r.tokens}): left out of the derived set')
     surface = surface_ids(tok, forms)
     texts = {i: token_text(tok, i) for ids in [*surface.values(), *derived.values()] for i in ids}
+    if think: notes.append(f'a thinking prompt: the answer position follows the reasoning block {think!r}, written after the generation prompt')
     return Probe(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts,
-                 rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold))
+                 rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold), think=think or '')
 
 # %% ../nbs/foundation/02_tokens.ipynb #bcc20ef2
 LLAVA_TWO = {'yes': [3582], 'no': [1217]}      # the audited reference evaluator, kept to audit it  # pope-audit: ok
@@ -607,7 +611,7 @@ def plain_encoders(src:str|os.PathLike, gguf_file:str|None=None) -> dict[str, tu
 
 def parity(pr:Probe, encoders:dict[str, tuple]) -> pd.DataFrame:
     "For each answer form at the probe's join: the ids the probe derived and the ids each reader in `encoders` gives for prompt and prompt + answer."
-    prompt, rows = pr.template.render(pr.question), []
+    prompt, rows = pr.template.render(pr.question) + pr.think, []
     for r in pr.answers[pr.answers.used].itertuples():
         row = dict(form=r.form, joining=r.joining, probe=tuple(r.ids))
         for name, (encode, specials) in encoders.items(): row[name] = tuple(encoded_join(encode, specials, prompt, literal_eval(r.joining))[0])

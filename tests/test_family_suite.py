@@ -190,3 +190,42 @@ def test_generic_bad_input(shared, vip_dir, tmp_path, pope, case):
     assert r.returncode == 2 and r.stdout == '', r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and want in r.stderr, r.stderr
     assert not (tmp_path/'run').exists()
+
+
+@pytest.fixture(scope='module')
+def thinking_run(tmp_path_factory, shared, bench):
+    "The tiny thinking model (Qwen3 vocabulary and template) on the first 12 adversarial questions of the built-in benchmark: (family, run folder, images)."
+    from pope_audit.tinythink import thinking_vlm_dir
+    qs, imgs = bench
+    model = str(thinking_vlm_dir())
+    out = run(model, qs[qs.split == 'adversarial'].head(12), imgs, tmp_path_factory.mktemp('think')/'run', progress=False, device='cpu')
+    return load_adapter(model, device='cpu'), out, imgs
+
+
+def test_thinking_model_read_after_its_block(thinking_run):
+    "Every question is read after </think>: the logits kept are a forward over the prompt and the generated block, at the answer step."
+    from PIL import Image
+    fam, out, imgs = thinking_run
+    man = json.loads((out/'manifest.json').read_text())
+    assert man['identity']['thinking']['thinks'] is True and man['identity']['thinking']['switch'] == 'enable_thinking'
+    assert 'prefix cache and batching off' in man['thinking_note']
+    recs = read_records(out)
+    assert recs and all(not r.thinking['think_cut'] and r.thinking['first_step']['greedy_id'] == 151667 for r in recs)
+    r = recs[0]
+    inp = fam.full_inputs(Image.open(imgs/r.image).convert('RGB'), r.question)
+    g = fam.model.generate(**inp, max_new_tokens=r.thinking['answer_step'], do_sample=False)     # the block, as generate writes it
+    with torch.no_grad(): lg = fam.model(input_ids=g, attention_mask=torch.ones_like(g), pixel_values=inp['pixel_values'],
+                                         image_grid_thw=inp['image_grid_thw'], mm_token_type_ids=(g == fam.image_token_id).long()).logits[0, -1].float()
+    assert g[0, inp['input_ids'].shape[1] + r.thinking['think_tokens'] - 1].item() == 151668      # </think> closes the block
+    assert max(abs(v - float(lg[i])) for i, v in r.logits.items()) < 1e-3
+    acc = score_records(recs, ['derived', 'greedy']).set_index('readout').accuracy
+    assert acc['derived'] > 0.6 and acc['greedy'] > 0.6
+
+
+def test_thinking_off_renders_the_switch(thinking_run):
+    "--thinking off puts Qwen3's empty block into the prompt: the engine reads the first step, and records carry no thinking."
+    from pope_audit.reasoning import Thinking
+    on = thinking_run[0]
+    off = FAMILIES['qwen2-vl'](on.model, on.processor, thinking=Thinking('off'))
+    assert off.template.text.endswith('<|im_start|>assistant\n<think>\n\n</think>\n\n') and off.think['thinks'] is False
+    assert not on.template.text.endswith('</think>\n\n') and off.probe.derived == on.probe.derived   # the same ids after the block either way
