@@ -109,7 +109,12 @@ def _answers(a, path, names=None):
     from pope_audit.scoring import load_answers, detect_kind
     from pope_audit.stream import STREAM_BYTES, stream_answers
     rec = None if isinstance(path, list) else Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
-    if (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and not getattr(a, 'relabel', None) and rec.is_file() and rec.stat().st_size > STREAM_BYTES
+    if rec is not None and rec.suffix == '.parquet' and (a.kind or detect_kind(path)) == 'records':
+        for flag, given in (('--questions', a.questions), ('--splits', a.splits), ('--relabel', getattr(a, 'relabel', None))):
+            if given: raise InputError(f'{flag} needs the records themselves: give the run folder or its records.jsonl, not the Parquet export', rec, field=flag[2:])
+        ans = stream_answers(path, names, a.ties)          # the export holds the records' columns: its decisions are read as a large run's are
+        ans.files = [(rec, list(dict.fromkeys(ans.preds.split)))]
+    elif (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and not getattr(a, 'relabel', None) and rec.is_file() and rec.stat().st_size > STREAM_BYTES
             and (a.kind or detect_kind(path)) == 'records'):
         ans = stream_answers(path, names, a.ties)          # flat memory for large runs
         ans.files = [(rec, list(ans.preds.split))]

@@ -41,6 +41,13 @@ def _table_kind(cols, path) -> str:
     raise InputError(f'cannot tell what kind of table this is (columns: {sorted(cols)}): a VLMEvalKit table has index, '
                      'question, answer, prediction, category; a predictions table has question_id, label and yes/no columns', path)
 
+def _is_records_export(path) -> bool:
+    "Whether a Parquet file is `pope-audit export`'s: records with their logits, read by the streaming reader."
+    import pyarrow.parquet as pq
+    try: names = set(pq.read_schema(path).names)
+    except Exception: return False                      # not Parquet at all: the table reader says why
+    return {'schema', 'split', 'question_id', 'logit_ids', 'logit_values', 'derived'} <= names
+
 def _first_line(path) -> bytes:
     with open(path, 'rb') as f:
         for b in f:
@@ -65,6 +72,7 @@ def detect_kind(path:str|os.PathLike) -> str:
         if is_mme_folder(path): return 'mme'             # MME's result folder: one <subtask>.txt per subtask
         raise InputError('folder holds no records.jsonl', path)
     input_file(path, 'answer file')
+    if path.suffix.lower() == '.parquet' and _is_records_export(path): return 'records'   # `export`'s Parquet file, not a peer's table
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
     first = _first_line(path)
     if path.suffix.lower() == '.json' and first.startswith(b'['):

@@ -267,6 +267,16 @@ def test_export_refuses_what_parquet_cannot_hold(tmp_path, capsys, field, value,
     assert sorted(p.name for p in tmp_path.iterdir()) == ['r.jsonl']
 
 
+@pytest.mark.parametrize('flag', [['--splits', 'random'], ['--relabel', 'repope']])
+def test_parquet_export_refuses_what_needs_the_records(tmp_path, capsys, flag):
+    "The Parquet export scores as records; options that need the records themselves are refused by name, nothing written."
+    f = tmp_path/'r.jsonl'
+    f.write_text(json.dumps(REC) + '\n' + json.dumps({**REC, 'question_id': 2}) + '\n')
+    main(['export', str(f), '--parquet'])
+    code, err = cli(capsys, 'score', tmp_path/'r.parquet', *flag, '--out', tmp_path/'scored')
+    assert code == 2 and f"r.parquet: field '{flag[0][2:]}': {flag[0]} needs the records themselves" in err, err
+    assert not (tmp_path/'scored').exists()
+
 # --- issue 41: the newer surfaces (other benchmarks' files, several files as one run, the report, the environment) ------
 
 MME_DOC = lambda img, q, a, t='existence': {'question_id': f'{t}/{img}', 'question': f'{q} Please answer yes or no.', 'answer': a, 'category': t}

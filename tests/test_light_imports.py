@@ -169,7 +169,11 @@ def test_light_commands_without_the_run_extra(tmp_path, light_site, records, sha
     code, out, err = light(tmp_path, light_site, 'export', records, '--out', tmp_path/'records.parquet')
     assert code == 0 and (tmp_path/'records.parquet').read_bytes()[:4] == b'PAR1', err
     code, out, err = light(tmp_path, light_site, 'score', tmp_path/'records.parquet', '--boot', 0)
-    assert code == 0 and 'side by side' in out, err                                            # the export reads back
+    _, direct, _ = light(tmp_path, light_site, 'score', records, '--boot', 0)
+    rows = lambda text: [l for l in text.splitlines() if l.split()[:1] in (['derived'], ['two_token'], ['eight_token'])][:3]
+    assert code == 0 and '(records)' in out and len(rows(out)) == 3 and rows(out) == rows(direct), err   # the export reads back as records
+    code, out, err = light(tmp_path, light_site, 'reconstruct', tmp_path/'records.parquet')
+    assert code == 0 and 'equals the measured F1' in out, err
     code, out, err = light(tmp_path, light_site, 'reconstruct', records)
     assert code == 0 and 'identity check: F1 of two_token predicted from derived and the flip rates equals' in out, err
     for what in ('readouts', 'templates', 'families', 'benchmarks'): assert light(tmp_path, light_site, 'ls', what)[0] == 0
