@@ -148,7 +148,7 @@ def test_training_is_reproducible(gguf):
 def test_demo_on_smollm2(smol, tmp_path, capsys):
     "`demo --model smollm2 --out D`: the whole demo (corrections included) with its run folder at D/run; the report says the weights are real and names them."
     from pope_audit.cli import main
-    main(['demo', '--model', 'smollm2', '--out', tmp_path/'d', '--images', '2'])
+    main(['demo', '--model', 'smollm2', '--out', tmp_path/'d', '--images', '3'])
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1] == f"report: {tmp_path/'d'/'report.html'}" and 'clip-certainty' in out
     ident = json.loads((tmp_path/'d'/'run'/'manifest.json').read_text())['identity']
