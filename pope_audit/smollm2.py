@@ -141,6 +141,7 @@ def build_vlm(lm, seed:int=0):
     "`LlavaForConditionalGeneration` around the language model `lm` (its weights copied unchanged, plus a zero row for `<image>`), a fresh 64-px CLIP tower and projector."
     from transformers import LlavaConfig, CLIPVisionConfig, LlavaForConditionalGeneration
     text = lm.config.to_dict() | dict(vocab_size=lm.config.vocab_size + 1)
+    text.pop('quantization_config', None)                                         # the GGUF loader's note: the weights here are plain tensors
     cfg = LlavaConfig(vision_config=CLIPVisionConfig(**_vit(projection_dim=VLM['width'])), text_config=text, image_token_index=lm.config.vocab_size,
                       vision_feature_layer=-1, vision_feature_select_strategy='default', tie_word_embeddings=True)
     torch.manual_seed(seed)
