@@ -9,11 +9,11 @@ from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
 
 # %% auto #0
-__all__ = ['RUN_FLAGS', 'MODEL_COMMANDS', 'parse_ids', 'read_template_file', 'given_template', 'probe_setup', 'cmd_probe',
-           'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config', 'run_config', 'LOG_QUIET',
-           'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads', 'cmd_demo', 'cmd_export', 'cmd_ls', 'cmd_audit',
-           'cmd_precision', 'cmd_lint', 'run_extra_problem', 'check_model_stack', 'parser', 'out_path',
-           'check_environment', 'main']
+__all__ = ['RUN_FLAGS', 'SERVED_ONLY', 'MODEL_COMMANDS', 'parse_ids', 'read_template_file', 'given_template', 'probe_setup',
+           'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config', 'run_config',
+           'LOG_QUIET', 'cmd_run_served', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads', 'cmd_demo',
+           'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'run_extra_problem', 'check_model_stack',
+           'parser', 'out_path', 'check_environment', 'main']
 
 # %% ../nbs/interface/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -286,8 +286,35 @@ def LOG_QUIET():
     from pope_audit.core import LOG
     return LOG['quiet']
 
+SERVED_ONLY = ('served_model', 'server_kind', 'api_key_env', 'concurrency', 'text_only', 'no_images', 'tokenizer', 'top_logprobs', 'chat_template_kwargs')   # options of `run --endpoint`
+
+def cmd_run_served(a):
+    "`pope-audit run --endpoint URL`: the model behind an OpenAI-compatible server, one record per question, as `run` writes them."
+    from pope_audit.served import ServedConfig, run_served
+    from pope_audit.benchmarks import benchmark_inputs
+    local = [f for f in RUN_FLAGS if f not in ('splits', 'limit', 'max_new_tokens') and getattr(a, f, None) not in (None, False)]
+    local += [f for f in ('config', 'model_args', 'load_in_4bit', 'pad_square', 'correction') if getattr(a, f, None)]
+    if local: raise InputError(f"--{local[0].replace('_', '-')} sets up a model run here; --endpoint asks a server: leave it out", field=local[0].replace('_', '-'))
+    cfg = ServedConfig(a.endpoint, a.served_model, a.server_kind or 'auto', a.api_key_env or 'OPENAI_API_KEY', a.tokenizer, a.top_logprobs or 20, a.max_new_tokens or 1, a.text_only,
+                       not a.no_images, chat_template_kwargs=parse_kv(a.chat_template_kwargs, '--chat-template-kwargs'), splits=a.splits,
+                       limit=a.limit, concurrency=a.concurrency or 1, progress=not (a.json or LOG_QUIET()))
+    questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)
+    return run_served(cfg, questions, images, a.out, labels=a.labels)
+
 def cmd_run(a):
-    "`pope-audit run`: a VLM run on a benchmark's questions, one record per question."
+    "`pope-audit run`: a VLM run on a benchmark's questions, one record per question (`--endpoint`: a served model's)."
+    import os
+    if a.endpoint: out = cmd_run_served(a)
+    elif given := [f for f in SERVED_ONLY if getattr(a, f, None) not in (None, False)]:
+        raise InputError(f"--{given[0].replace('_', '-')} goes with --endpoint (a served model)", field=given[0].replace('_', '-'))
+    else: out = _run_local(a)
+    if out is None: return
+    man = json.loads((out/'manifest.json').read_text())
+    if a.json: return man
+    print(f"{man['records']} records in {out/'records.jsonl'}; score them with: pope-audit score {out}")
+
+def _run_local(a) -> Path|None:
+    "A local model's run (`None` in a worker process: rank 0 or the launcher reports)."
     import os
     from pope_audit.inference import run
     from pope_audit.runconfig import apply_threads
@@ -305,13 +332,9 @@ def cmd_run(a):
         from pope_audit.inference import select_work
         select_work(questions, images, cfg, a.labels)          # so are bad questions or images, once, not in every worker
         if code := launch(a._argv, cfg.processes): sys.exit(code)
-        out = Path(a.out)
-    else:
-        out = run(cfg.model, questions, images, a.out, config=cfg, labels=a.labels)
-        if os.environ.get('RANK', '0') != '0' or os.environ.get('POPE_AUDIT_LAUNCHED'): return   # a worker: rank 0 or the launcher reports
-    man = json.loads((out/'manifest.json').read_text())
-    if a.json: return man
-    print(f"{man['records']} records in {out/'records.jsonl'}; score them with: pope-audit score {out}")
+        return Path(a.out)
+    out = run(cfg.model, questions, images, a.out, config=cfg, labels=a.labels)
+    return None if os.environ.get('RANK', '0') != '0' or os.environ.get('POPE_AUDIT_LAUNCHED') else out
 
 # %% ../nbs/interface/90_cli.ipynb #26205c24
 def cmd_reconstruct(a):
@@ -372,7 +395,7 @@ def auto_threads():
     return apply_threads(RunConfig(model='the shipped tiny models'))
 
 def cmd_demo(a):
-    "`pope-audit demo`: the built-in audit (synthetic POPE, the tiny trained VLM and LLaVA around the real SmolLM2-135M-Instruct, every readout, a report each)."
+    "`pope-audit demo`: the built-in audit (synthetic POPE, tiny trained VLM, every readout, a report)."
     import time
     from pope_audit.demo import demo, demo_summary
     t0 = time.time()
@@ -595,6 +618,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--revision', help='hub revision')
     s.add_argument('--correction', action='append', metavar='NAME[:key=value,...]',
                    help=f"also run a correction beside the baseline, repeatable: {', '.join(CORRECTIONS)} (e.g. vcd:alpha=0.5,apc_beta=none, vdd:mode=debias, ugaa:rows=bos)")
+    g = s.add_argument_group('a served model (an OpenAI-compatible server: vLLM, SGLang, llama.cpp, …)')
+    g.add_argument('--endpoint', metavar='URL', help="the server's base URL, e.g. http://127.0.0.1:8000 (then --model and the local settings are left out)")
+    g.add_argument('--served-model', metavar='NAME', help='the served model (default: the only one the server lists)')
+    g.add_argument('--server-kind', choices=['auto', 'vllm', 'sglang', 'llamacpp', 'openai'], help="the server (default: auto, from its /v1/models; vllm is asked for exact token ids)")
+    g.add_argument('--api-key-env', metavar='VAR', help='the environment variable holding the API key (default: OPENAI_API_KEY; unset: no key sent)')
+    g.add_argument('--tokenizer', help="the served model's tokenizer (hub id, folder or .gguf): names the yes/no ids the returned logprobs land on")
+    g.add_argument('--top-logprobs', type=int, help="top logprobs asked for (default: 20; a server's lower cap is used, with a note)")
+    g.add_argument('--concurrency', type=int, help='requests in flight at once (default: 1; the records are the same at any concurrency)')
+    g.add_argument('--text-only', action='store_true', help='ask for no logprobs: only the text readouts (for a server that refuses logprobs)')
+    g.add_argument('--no-images', action='store_true', help="send the questions alone: a language model's answers without the image")
+    g.add_argument('--chat-template-kwargs', metavar='KEY=VALUE,…', help="passed to the server's chat template, e.g. enable_thinking=false")
 
     s = add('reconstruct', cmd_reconstruct, "the paper's gap from its confusion matrices, or flip rates between two readouts of a run")
     s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")
@@ -608,7 +642,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--out', help='output folder (made if missing; its report.md, report.html and scores.csv are replaced; default: the run folder)')
     s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
 
-    s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, a tiny VLM trained from scratch and one around a real pretrained LM, every readout, a report each')
+    s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, tiny trained VLM, every readout, a report')
     s.add_argument('--out', default='pope-demo', help='output folder')
     s.add_argument('--images', type=int, default=500, help='synthetic images (6 questions each per split)')
     s.add_argument('--seed', type=_natural, default=2026, help='seed of the synthetic benchmark')

@@ -15,9 +15,9 @@ from .choices import CORRECTION_NAMES
 
 # %% auto #0
 __all__ = ['SCHEMA', 'TIE_RULES', 'CORRECTION_METHODS', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout',
-           'CorrectionReadout', 'correction_readout', 'correction_labels', 'compare', 'max_readout', 'exact_tie',
-           'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass',
-           'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope', 'applicable']
+           'CorrectionReadout', 'correction_readout', 'correction_labels', 'compare', 'top_k_maxima', 'max_readout',
+           'exact_tie', 'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum',
+           'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope', 'applicable']
 
 # %% ../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -46,6 +46,7 @@ class Record:
     batch_size: int|None = None
     corrections: dict|None = None
     judge: str|None = None     # a judge's reply to `text` (HallusionBench's answer files)
+    served: dict|None = None   # what a server returned at the answer position (served runs)
     schema: str = SCHEMA
 
     def __post_init__(self):
@@ -61,7 +62,8 @@ class Record:
         "JSON-ready (logit keys become strings)."
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.logits is not None: d['logits'] = {str(k): v for k, v in self.logits.items()}
-        if self.judge is None: del d['judge']                # records without one stay as they were
+        for f in ('judge', 'served'):                        # records without one stay as they were
+            if d[f] is None: del d[f]
         return d
 
     @classmethod
@@ -180,15 +182,26 @@ def compare(a:float|None, b:float|None) -> str:
     if a is None or b is None: return 'unknown'
     return 'yes' if a >= b else 'no'
 
+def top_k_maxima(rec:Record, ids:dict[str, list[int]]) -> tuple[float|None, float|None, float]:
+    "A served record's max yes and max no over `ids` as far as its top-k fixes them (None: no id of that side came back), and the floor, the lowest logprob returned: an id that did not come back lies at or below it, so a side with any id back has its exact max."
+    floor = min(t[1] for t in rec.served['tokens'])
+    back = {k: [rec.logits[i] for i in ids[k] if i in (rec.logits or {})] for k in ('yes', 'no')}
+    return max(back['yes'], default=None), max(back['no'], default=None), floor
+
 def max_readout(rec:Record, ids:dict[str, list[int]]|None, tie:str='decoder') -> str:
     "Max yes-logit vs max no-logit over `ids`; an exact tie goes to the lowest tying id (`'decoder'`) or to yes (`'ge'`)."
     check_tie(tie)
     if not ids or not ids.get('yes') or not ids.get('no'): return 'unknown'
     y, n = _max(rec.logits, ids['yes']), _max(rec.logits, ids['no'])
+    if (y is None or n is None) and rec.served and rec.served.get('tokens'):
+        y, n, floor = top_k_maxima(rec, ids)
+        if y is None or n is None:           # no id of one side came back: it lies at or below the floor, so the other side wins if above it
+            other = y if n is None else n
+            return 'unknown' if other is None or other <= floor else 'yes' if n is None else 'no'
     if y is None or n is None: return 'unknown'
     if y != n: return 'yes' if y > n else 'no'
     if tie == 'ge': return 'yes'
-    low = min(i for i in [*ids['yes'], *ids['no']] if rec.logits[i] == y)   # argmax: the first index among equal maxima
+    low = min(i for i in [*ids['yes'], *ids['no']] if rec.logits.get(i) == y)   # argmax: the first index among equal maxima
     return 'yes' if low in ids['yes'] else 'no'
 
 def exact_tie(rec:Record, ids:dict[str, list[int]]|None=None) -> bool:

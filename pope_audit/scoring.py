@@ -26,8 +26,8 @@ __all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUD
            'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'mme_rule',
            'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions',
            'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
-           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'records_questions', 'answer_keys', 'score_summary',
-           'summary_text', 'summary_json']
+           'write_vlmeval_table', 'Tool', 'as_printed', 'coverage', 'readout_coverage', 'records_questions',
+           'answer_keys', 'score_summary', 'summary_text', 'summary_json']
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
 # the answer-file kinds `load_answers` reads
@@ -762,6 +762,15 @@ def coverage(answers, questions:pd.DataFrame|None=None) -> pd.DataFrame:
     qn = questions.split.value_counts() if questions is not None else ans
     return pd.DataFrame({'questions': qn, 'answered': ans}).fillna(0).astype(int).rename_axis('split')
 
+def readout_coverage(records:list[Record], # the records scored
+                     preds:pd.DataFrame, # their decisions (`predictions`)
+                    ) -> pd.DataFrame|None:
+    "For a served model's records: per readout of logits, by split, the share of questions it decides from the top logprobs returned; None for other answers."
+    if not any(r.served for r in records): return None
+    names = [n for n in readout_columns(preds) if n in READOUTS and READOUTS[n].needs == 'logits']
+    if not names: return None
+    return preds[names].ne('unknown').assign(split=preds.split.to_numpy()).groupby('split', sort=False).mean().T.rename_axis('readout')
+
 def records_questions(records:list[Record]) -> pd.DataFrame:
     "The question table implied by a list of records (instruction suffixes removed from the questions)."
     return question_table(dict(split=r.split, question_id=r.question_id, image=r.image, question=question_core(r.question), label=r.label) for r in records)
@@ -819,6 +828,7 @@ def score_summary(ans:Answers, # what `load_answers` read
     qtab = ans.questions if ans.questions is not None else _implied_questions(ans)
     return dict(kind=ans.kind, fingerprint=fingerprint(qtab), checks=None if ans.check is None else ans.check.table(),
                 notes=([] if ans.check is None else ans.check.notes()) + ans.notes + extra, coverage=coverage(ans.splits, ans.questions),
+                readout_coverage=readout_coverage(ans.records or [], preds),
                 resample='images' if clusters is not None else 'questions', relabel=rl,
                 set_aside=(ans.preds.attrs.get('set_aside', []) if ans.preds is not None else []), unknown=unknown,
                 scores=score_predictions(preds, unknown), as_printed=as_printed(ans.records or []), f1_ci=ci, pairs=mc, n_boot=n_boot, tie=tie, ties=ties)
@@ -846,6 +856,10 @@ def summary_text(sm:dict, title:str='') -> str:
         parts += ['pairings checked (answers joined to the question set by id; lmms-eval logs without doc by position, VLMEvalKit tables by image and question):', sm['checks'].to_string(index=False), *sm['notes'], '']
     elif sm['notes']: parts += [*sm['notes'], '']
     parts += ['coverage:', sm['coverage'].to_string(), '']
+    if (rc := sm.get('readout_coverage')) is not None:
+        parts += ["readout coverage (a served model: the share of questions each readout of logits decides from the top logprobs the server returned, "
+                  "an id not returned lying at or below the lowest of them; the rest are unknown):",
+                  rc.map(_f4).to_string(), '']
     parts += _printed_text(sm.get('as_printed') or [])
     if sm['set_aside']: parts += [f'columns set aside (not yes/no): {", ".join(sm["set_aside"])}', '']
     wide = st.pivot_table(index='readout', columns='split', values='f1', sort=False).map(_f4)
@@ -886,7 +900,8 @@ def summary_json(sm:dict) -> dict:
     from pope_audit.relabel import relabel_json
     rec = lambda t: None if t is None else t.to_dict('records')
     return dict(kind=sm['kind'], fingerprint=rec(sm['fingerprint']), pairings=rec(sm['checks']), notes=sm['notes'],
-                coverage=rec(sm['coverage'].reset_index()), set_aside=sm['set_aside'], unknown_policy=sm['unknown'],
+                coverage=rec(sm['coverage'].reset_index()),
+                **({} if sm.get('readout_coverage') is None else {'readout_coverage': rec(sm['readout_coverage'].reset_index())}), set_aside=sm['set_aside'], unknown_policy=sm['unknown'],
                 scores=rec(sm['scores']), f1_intervals=rec(sm['f1_ci']), n_boot=sm['n_boot'], mcnemar=rec(sm['pairs']),
                 tie_rule=sm['tie'], ties=rec(sm['ties']), resample=sm.get('resample'),
                 relabel=relabel_json(sm['relabel']) if sm.get('relabel') else None,
