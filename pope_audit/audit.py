@@ -21,7 +21,8 @@ from .synthetic import synthetic_benchmark
 # %% auto #0
 __all__ = ['TRANSFERRED', 'AUDIT_READOUTS', 'READOUT_NAMES', 'VERDICTS', 'ALL_YES_F1', 'transfer_verdict', 'model_probe',
            'transfer_check', 'transfer_warnings', 'precision_label', 'greedy_seen', 'audit_rows', 'manifest_probe',
-           'audit_table', 'audit_markdown', 'plot_audit', 'stderr_printer', 'audit', 'shipped_models', 'audit_demo']
+           'audit_table', 'audit_markdown', 'plot_audit', 'stderr_printer', 'real_weights_notes', 'audit',
+           'shipped_models', 'audit_demo']
 
 # %% ../nbs/interface/16_audit.ipynb #a92b0733
 TRANSFERRED = {'two_token': LLAVA_TWO, 'eight_token': LLAVA_EIGHT}   # readouts that carry LLaVA-1.5's ids to any model
@@ -215,6 +216,16 @@ def _names(models) -> dict[str, str]:
         out[n] = p
     return out
 
+def real_weights_notes(folders:dict) -> list[str]:
+    "One line naming the rows whose language model is real pretrained weights (their manifest's `identity.weights`), if any."
+    real = {}
+    for n, f in folders.items():
+        w = _manifest(Path(f))['identity'].get('weights') or {}
+        if w.get('pretrained_language_model'): real[n] = w['language_model']
+    if not real: return []
+    return ['Real pretrained weights: ' + '; '.join(f"{n} ({w['hub_id']}, {w['gguf_file']}, sha256 {w['sha256'][:16]}…, frozen)" for n, w in real.items())
+            + '. Every other row comes from a model trained from scratch on the synthetic shapes.']
+
 def audit(out:str|os.PathLike, # output folder
           models=(), # models to run: paths/hub ids, `NAME=PATH` strings, or a dict name → model
           runs=(), # existing run folders to add: paths, `NAME=PATH` strings, or a dict name → folder
@@ -254,6 +265,7 @@ def audit(out:str|os.PathLike, # output folder
     shared = t.groupby('split').questions.nunique().max() == 1
     notes = ['Each cell: F1 (yes-rate); [excluded] or [unrelated]: the transferred ids do not reach this model\'s answer (transfer.csv names what they are there). Unknown answers count as wrong.',
              'Every row used the same question set.' if shared else 'WARNING: the rows did not all use the same question set (see the question set column).']
+    notes += real_weights_notes({**folders, **{n: Path(r) for n, r in runs.items()}})
     atomic_write(out/'audit.md', '# Readout audit\n\n' + md + '\n\n' + '\n\n'.join(notes) + '\n\n## Transferred ids\n\n' +
                  '\n\n'.join(transfer_warnings(check) or ['Every transferred id set reaches an answer-position id of every model.']) +
                  '\n\n' + md_table(check) + '\n\n![F1 by model and readout](audit.png)\n')
@@ -263,16 +275,18 @@ def audit(out:str|os.PathLike, # output folder
 
 # %% ../nbs/interface/16_audit.ipynb #3a8bff3e
 def shipped_models() -> dict[str, Path]:
-    "`tiny-FAMILY` → loadable folder, for every trained tiny model the package ships."
-    from pope_audit import tinyvlm
-    return {f'tiny-{f}': tinyvlm.tiny_vlm_dir(f) for f in tinyvlm.TRAINED if (tinyvlm.ASSETS_ROOT/tinyvlm.TRAINED[f]).is_dir()}
+    "`tiny-FAMILY` → loadable folder, for every trained tiny model the package ships, and `smollm2-real` → the VLM around the real SmolLM2-135M-Instruct."
+    from pope_audit import tinyvlm, smollm2
+    out = {f'tiny-{f}': tinyvlm.tiny_vlm_dir(f) for f in tinyvlm.TRAINED if (tinyvlm.ASSETS_ROOT/tinyvlm.TRAINED[f]).is_dir()}
+    if (smollm2.ASSET/'vision.safetensors').is_file(): out['smollm2-real'] = smollm2.smollm2_dir()
+    return out
 
 def audit_demo(out:str|os.PathLike='pope-audit-demo', # output folder
                n_images:int=50, # synthetic images (6 questions each per split)
                seed:int=2026, # benchmark seed
                batch_size:int=16, # questions per forward
                quiet:bool=False) -> pd.DataFrame:
-    "The audit over the shipped tiny models on the built-in benchmark."
+    "The audit over the shipped models on the built-in benchmark: the tiny ones trained from scratch, and SmolLM2 (real pretrained language model weights)."
     out = Path(out)
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
     return audit(out, shipped_models(), questions=qs, images=imgs, max_new_tokens=4, batch_size=batch_size, quiet=quiet)

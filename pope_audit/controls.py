@@ -33,7 +33,8 @@ def auroc(score, labels) -> float:
 
 def needed_ratio(f1:float, towards:str='no') -> float:
     "Right/wrong flip ratio above which one-direction flips raise F1: (2 − F1)/F1 towards no, F1/(2 − F1) towards yes."
-    return (2 - f1) / f1 if towards == 'no' else f1 / (2 - f1)
+    if towards == 'no': return (2 - f1) / f1 if f1 else float('inf')   # F1 0 (no true positive): flips towards no cannot raise it
+    return f1 / (2 - f1)
 
 # %% ../nbs/appendix/15c_controls.ipynb #2baf0f64
 def correction_frame(records, labels=None) -> pd.DataFrame:

@@ -10,9 +10,10 @@ from .synthetic import synthetic_benchmark
 from .tinyvlm import tiny_vlm_dir
 from .inference import run
 from .report import write_report
+from .core import InputError
 
 # %% auto #0
-__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'demo', 'demo_summary', 'tiny_benchmark_controls']
+__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'DEMO_MODELS', 'demo', 'demo_summary', 'tiny_benchmark_controls']
 
 # %% ../nbs/interface/14_demo.ipynb #26d3de90
 # the report's command for the same audit on a real model and a GPU
@@ -31,16 +32,46 @@ DEMO_NOTE = ('These numbers come from a tiny synthetic model: the LLaVA-1.5 arch
 # %% ../nbs/interface/14_demo.ipynb #e7752cab
 DEMO_CORRECTIONS = ('ugaa', 'vdd', 'clip-certainty')    # the paper's own method, an image-free contrast, an outside detector
 
+# the demo's models: the from-scratch tiny LLaVA-1.5, and LLaVA around the real SmolLM2-135M-Instruct
+DEMO_MODELS = ('tiny', 'smollm2')
+
+def _smollm2_note(n_images, seed) -> str:
+    from pope_audit.smollm2 import HUB_ID, GGUF_NAME, GGUF_SHA256
+    return ('These numbers come from REAL PRETRAINED WEIGHTS in the language model: SmolLM2-135M-Instruct (' + HUB_ID + ', read from '
+            f'{GGUF_NAME}, sha256 {GGUF_SHA256[:16]}…, Q4_1 de-quantised), frozen and unchanged, inside LLaVA-1.5\'s architecture '
+            '(LlavaForConditionalGeneration) and prompted with its own ChatML template. Only a 2-layer, 128-wide vision tower and LLaVA\'s projector '
+            '(0.77 M parameters, shipped with the package) were trained, on rendered scenes of ten shapes: which answer spelling the model '
+            'prefers, how sharp its margins are and what its text looks like are the pretrained model\'s own; the pictures and the benchmark '
+            'are synthetic. The run\'s manifest names the weights (identity.weights).')
+
 def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch_size:int=16, attention:bool=True,
-         progress:bool=True, corrections=DEMO_CORRECTIONS) -> Path:
-    "Build the synthetic POPE, run the shipped tiny VLM on all three splits (with a few corrections beside it), and write the report to `out`."
+         progress:bool=True, corrections=DEMO_CORRECTIONS,
+         model:str='tiny', # 'tiny', 'smollm2', or 'both' (the tiny model in `out`, SmolLM2 in `out/smollm2`)
+         gguf:str|os.PathLike|None=None, # SmolLM2's GGUF file, if not the shared copy or the PyPI wheel
+        ) -> Path:
+    "Build the synthetic POPE, run the shipped model(s) on all three splits (with a few corrections beside them), and write the report(s) to `out`; return the first report."
+    # the tiny model alone by default: SmolLM2's shipped tower and projector still answer at chance (chapter 09a), and on a CPU its run takes minutes
+    if model not in (*DEMO_MODELS, 'both'): raise InputError(f'unknown demo model {model!r} (one of {", ".join(DEMO_MODELS)}, both)', field='model')
     out, t0 = Path(out), time.time()
+    folders = {m: (out if i == 0 else out/m) for i, m in enumerate(DEMO_MODELS if model == 'both' else [model])}
+    src = {m: str(tiny_vlm_dir()) if m == 'tiny' else None for m in folders}
+    if 'smollm2' in src:
+        from pope_audit.smollm2 import smollm2_dir
+        src['smollm2'] = str(smollm2_dir(gguf))                  # before anything is written: a bad GGUF stops the demo here
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
-    rd = run(str(tiny_vlm_dir()), qs, imgs, out/'run', batch_size=batch_size, max_new_tokens=4, attention=attention, progress=progress,
-             corrections=list(corrections or []))
-    t_run = time.time() - t0
-    return write_report(rd, out, title='POPE readout audit: built-in demo', questions_label=f'the built-in synthetic benchmark ({n_images} images, seed {seed}); not a POPE version',
-                        note=DEMO_NOTE + f' (This run: {len(qs)} questions on {n_images} images, benchmark built and model run in {t_run:.0f} s; scoring and this report came after.)')
+    pages = []
+    for m, d in folders.items():
+        t1 = time.time()
+        rd = run(src[m], qs, imgs, d/'run', batch_size=batch_size, max_new_tokens=4, attention=attention, progress=progress,
+                 corrections=list(corrections or []))
+        t_run = time.time() - (t0 if not pages else t1)
+        note = DEMO_NOTE if m == 'tiny' else _smollm2_note(n_images, seed)
+        if m == 'tiny' and 'smollm2' in folders:
+            note += f' The same benchmark through a real pretrained language model (SmolLM2-135M-Instruct): {folders["smollm2"].relative_to(out)}/report.html.'
+        pages.append(write_report(rd, d, title='POPE readout audit: built-in demo' + (' (SmolLM2-135M-Instruct, real pretrained weights)' if m == 'smollm2' else ''),
+                                  questions_label=f'the built-in synthetic benchmark ({n_images} images, seed {seed}); not a POPE version',
+                                  note=note + f' (This run: {len(qs)} questions on {n_images} images, model run in {t_run:.0f} s; scoring and this report came after.)'))
+    return pages[0]
 
 def demo_summary(out:str|os.PathLike, # the demo's output folder
                  seconds:float|None=None, # how long it took
@@ -63,6 +94,8 @@ def demo_summary(out:str|os.PathLike, # the demo's output folder
             c = t.loc[(r, 'adversarial')]
             kind = {'baseline': 'baseline', 'yes_push': 'control'}.get(r, 'correction')     # yes_push is the controls' own, not a method
             lines.append(f'  {r:<16} {kind:<10} {c.f1:.4f} ({c.yes_rate:.3f}; {c.f1_matched:.4f}; p {c.mcnemar_p:.3g})')
+    if (Path(out)/'smollm2'/'scores.csv').exists():
+        lines += ['', 'SmolLM2-135M-Instruct (real pretrained weights):', demo_summary(Path(out)/'smollm2')]
     if seconds is not None: lines.append(f'took {seconds:.0f} s in all: benchmark, run, scores and report (the report gives the run alone)')
     lines.append(f'report: {Path(out)/"report.html"}')
     return '\n'.join(lines)

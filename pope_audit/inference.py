@@ -4,7 +4,7 @@
 
 # %% ../nbs/running/06_inference.ipynb #d4dd3cb5
 from __future__ import annotations
-import dataclasses, hashlib, os, sys, time
+import dataclasses, hashlib, json, os, sys, time
 from pathlib import Path
 import pandas as pd
 import torch
@@ -24,7 +24,7 @@ from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff
                                   image_hashes, images_identity, _now, apply_threads, check_machine)
 
 # %% auto #0
-__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'select_work', 'think_answers', 'run']
+__all__ = ['plan', 'tokenizer_fingerprint', 'run_identity', 'model_weights', 'select_work', 'think_answers', 'run']
 
 # %% ../nbs/running/06_inference.ipynb #18f69024
 def plan(questions:pd.DataFrame) -> list[tuple[str, list[str], list[list[int]]]]:
@@ -62,7 +62,12 @@ def run_identity(family:Family, # the loaded family
                 batch_size=cfg.batch_size, decoding=dict(method='greedy', do_sample=False, num_beams=1, max_new_tokens=cfg.max_new_tokens,
                                                          topk=cfg.topk, first_token='logits at the last prompt position'),
                 **({'thinking': dict(family.think)} if family.think['thinks'] is not False else {}),   # the mode, the switch, whether it thinks, its marker ids
-                attention=cfg.attention, corrections=[c.spec() for c in make_corrections(cfg.corrections)])
+                attention=cfg.attention, corrections=[c.spec() for c in make_corrections(cfg.corrections)], **model_weights(cfg.model))
+
+def model_weights(src) -> dict:
+    "`{'weights': …}` from a model folder's `weights.json` (what its weights are made of, e.g. a real language model's file and checksum), else nothing."
+    f = Path(str(src))/'weights.json'
+    return {'weights': json.loads(f.read_text(encoding='utf-8'))} if f.is_file() else {}
 
 # %% ../nbs/running/06_inference.ipynb #47c44335
 def _images(images):

@@ -16,7 +16,7 @@ LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
     'foundation': ('core', 'paper', 'choices', 'reasoning', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
     'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'relabel', 'scoring', 'benchmarks', 'builder', 'synthetic'),
     'appendix': ('reconstruct', 'survey', 'confounds', 'attention', 'controls'),
-    'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm', 'tinythink'),
+    'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm', 'tinythink', 'smollm2'),
     'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
     'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'served', 'stream'),
     'interface': ('report', 'demo', 'audit', 'precision', 'lint_files', 'lint_ast', 'lint_values', 'lint_interp', 'lint_find', 'lint_verdicts', 'lint', 'cli', 'layers'),

@@ -71,6 +71,7 @@ def test_audit_command(tiny_dirs, bench, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert {'audit.csv', 'audit.md', 'audit.png', 'transfer.csv'} <= {p.name for p in (tmp_path/'demo').iterdir()}
     assert 'warning: tiny-llava15: two_token' in err and '| tiny-llava15 | adversarial |' in out
+    assert '| smollm2-real | adversarial |' in out and 'Real pretrained weights: smollm2-real (HuggingFaceTB/SmolLM2-135M-Instruct' in out
     q = pd.read_csv(tmp_path/'demo'/'audit.csv').query("model == 'tiny-qwen2-vl'").pivot(index='split', columns='readout', values=['f1', 'yes_rate'])
     # the trained tiny Qwen2-VL as the paper's Qwen2-VL-7B: LLaVA's two ids say yes to everything (F1 0.6667), its eight ids
     # give F1 0 (measured 0.0000 on every split of these 60 questions), the model's own ids above 0.8 (measured 0.84-0.88)

@@ -5,7 +5,7 @@ from pope_audit.scoring import read_records, predictions
 
 
 def test_demo_command(tmp_path, capsys, shared):
-    main(['demo', '--out', str(tmp_path/'demo'), '--images', '30'])
+    main(['demo', '--model', 'tiny', '--out', str(tmp_path/'demo'), '--images', '30'])   # SmolLM2's demo: test_smollm2.py
     out = capsys.readouterr().out
     last = out.strip().splitlines()[-1]
     assert last == f"report: {tmp_path/'demo'/'report.html'}"
