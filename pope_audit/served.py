@@ -21,7 +21,7 @@ __all__ = ['SERVER_KINDS', 'OWNERS', 'THINK_END', 'ServedConfig', 'ServerError',
            'llama_server']
 
 # %% ../nbs/running/06c_served.ipynb #51bcc0db
-SERVER_KINDS = ('auto', 'vllm', 'sglang', 'llamacpp', 'openai')
+SERVER_KINDS = ('auto', 'vllm', 'sglang', 'llamacpp', 'openai')   # what --server-kind takes (auto: told by /v1/models)
 # what `/v1/models` says of its owner -> the server kind
 OWNERS = {'vllm': 'vllm', 'sglang': 'sglang', 'llamacpp': 'llamacpp', 'llama.cpp': 'llamacpp', 'me': 'llamacpp'}
 THINK_END = ('</think>',)      # where a reasoning model's thinking ends in its returned tokens

