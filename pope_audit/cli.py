@@ -106,18 +106,19 @@ def _pairs(spec:str|None) -> list[tuple[str, str]]|None:
     return pairs
 
 def _answers(a, path, names=None):
-    from pope_audit.scoring import load_answers, detect_kind
+    from pope_audit.scoring import load_answers, detect_kind, is_records_export
     from pope_audit.stream import STREAM_BYTES, stream_answers
     rec = None if isinstance(path, list) else Path(path)/'records.jsonl' if Path(path).is_dir() else Path(path)
-    if rec is not None and rec.suffix == '.parquet' and (a.kind or detect_kind(path)) == 'records':
+    export = rec is not None and rec.suffix == '.parquet' and (a.kind or detect_kind(path)) == 'records'
+    if export:
+        if not is_records_export(rec): raise InputError('--kind records: this Parquet file is not `pope-audit export`\'s (it lacks the records\' columns)', rec, field='kind')
         for flag, given in (('--questions', a.questions), ('--splits', a.splits), ('--relabel', getattr(a, 'relabel', None))):
             if given: raise InputError(f'{flag} needs the records themselves: give the run folder or its records.jsonl, not the Parquet export', rec, field=flag[2:])
-        ans = stream_answers(path, names, a.ties)          # the export holds the records' columns: its decisions are read as a large run's are
+    large = (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and not getattr(a, 'relabel', None) and rec.is_file()
+             and rec.stat().st_size > STREAM_BYTES and (a.kind or detect_kind(path)) == 'records')
+    if export or large:                                    # the export holds the records' columns; a large run is streamed with flat memory
+        ans = stream_answers(path, names, a.ties)
         ans.files = [(rec, list(dict.fromkeys(ans.preds.split)))]
-    elif (a.cmd == 'score' and rec is not None and not a.questions and not a.splits and not getattr(a, 'relabel', None) and rec.is_file() and rec.stat().st_size > STREAM_BYTES
-            and (a.kind or detect_kind(path)) == 'records'):
-        ans = stream_answers(path, names, a.ties)          # flat memory for large runs
-        ans.files = [(rec, list(ans.preds.split))]
     else: ans = load_answers(path, a.kind, _questions(a), a.splits, a.split, names)
     if not getattr(a, 'per_benchmark', False):
         from pope_audit.benchmarks import one_benchmark

@@ -22,13 +22,13 @@ from .readers import (lmms_response, TABLE_SUFFIXES, read_table, JoinCheck, answ
 
 
 # %% auto #0
-__all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'detect_kind', 'read_llava_answers',
-           'lmms_task_split', 'read_lmms_log', 'read_vlmeval_table', 'record_object', 'parse_record', 'read_records',
-           'read_predictions', 'read_line_aligned', 'Answers', 'answer_files', 'load_answers', 'mme_rule',
-           'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions',
-           'score_predictions', 'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
-           'write_vlmeval_table', 'Tool', 'as_printed', 'reasoning_counts', 'coverage', 'readout_coverage',
-           'records_questions', 'answer_keys', 'score_summary', 'summary_text', 'summary_json']
+__all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'is_records_export', 'detect_kind',
+           'read_llava_answers', 'lmms_task_split', 'read_lmms_log', 'read_vlmeval_table', 'record_object',
+           'parse_record', 'read_records', 'read_predictions', 'read_line_aligned', 'Answers', 'answer_files',
+           'load_answers', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule',
+           'check_readouts', 'predictions', 'score_predictions', 'score_records', 'readout_columns', 'compare_readouts',
+           'tie_summary', 'write_lmms_log', 'write_vlmeval_table', 'Tool', 'as_printed', 'reasoning_counts', 'coverage',
+           'readout_coverage', 'records_questions', 'answer_keys', 'score_summary', 'summary_text', 'summary_json']
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
 # the answer-file kinds `load_answers` reads
@@ -42,7 +42,7 @@ def _table_kind(cols, path) -> str:
     raise InputError(f'cannot tell what kind of table this is (columns: {sorted(cols)}): a VLMEvalKit table has index, '
                      'question, answer, prediction, category; a predictions table has question_id, label and yes/no columns', path)
 
-def _is_records_export(path) -> bool:
+def is_records_export(path) -> bool:
     "Whether a Parquet file is `pope-audit export`'s: records with their logits, read by the streaming reader."
     import pyarrow.parquet as pq
     try: names = set(pq.read_schema(path).names)
@@ -73,7 +73,7 @@ def detect_kind(path:str|os.PathLike) -> str:
         if is_mme_folder(path): return 'mme'             # MME's result folder: one <subtask>.txt per subtask
         raise InputError('folder holds no records.jsonl', path)
     input_file(path, 'answer file')
-    if path.suffix.lower() == '.parquet' and _is_records_export(path): return 'records'   # `export`'s Parquet file, not a peer's table
+    if path.suffix.lower() == '.parquet' and is_records_export(path): return 'records'   # `export`'s Parquet file, not a peer's table
     if path.suffix.lower() in TABLE_SUFFIXES: return _table_kind(read_table(path)[0].columns, path)
     first = _first_line(path)
     if path.suffix.lower() == '.json' and first.startswith(b'['):

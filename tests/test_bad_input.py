@@ -277,6 +277,12 @@ def test_parquet_export_refuses_what_needs_the_records(tmp_path, capsys, flag):
     assert code == 2 and f"r.parquet: field '{flag[0][2:]}': {flag[0]} needs the records themselves" in err, err
     assert not (tmp_path/'scored').exists()
 
+def test_parquet_that_is_not_the_export_as_records(tmp_path, capsys):
+    "`--kind records` on a Parquet table that is not pope-audit's export: one line naming the file and the option, no traceback."
+    pd.DataFrame({'question_id': [1, 2], 'label': ['yes', 'no'], 'answer': ['yes', 'no']}).to_parquet(tmp_path/'p.parquet')
+    code, err = cli(capsys, 'score', tmp_path/'p.parquet', '--kind', 'records', '--boot', 0)
+    assert code == 2 and "p.parquet: field 'kind': --kind records: this Parquet file is not" in err and 'Traceback' not in err, err
+
 # --- issue 41: the newer surfaces (other benchmarks' files, several files as one run, the report, the environment) ------
 
 MME_DOC = lambda img, q, a, t='existence': {'question_id': f'{t}/{img}', 'question': f'{q} Please answer yes or no.', 'answer': a, 'category': t}
