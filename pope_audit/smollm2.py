@@ -153,6 +153,8 @@ def build_vlm(lm, seed:int=0):
     e = sd['embed_tokens.weight']
     sd['embed_tokens.weight'] = torch.cat([e, e.new_zeros(1, e.shape[1])])          # <image>'s row: replaced by image features on input; logit 0 on output
     model.model.language_model.load_state_dict(sd)
+    for name, buf in lm.model.named_buffers():                                     # RoPE's frequencies are not in the state dict:
+        model.model.language_model.get_buffer(name).copy_(buf)                     # to_empty left them uninitialised memory
     model.tie_weights()
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
     return model.to(lm.dtype).eval()
@@ -261,8 +263,9 @@ def _prefix_cache(lm, ids:torch.Tensor, batch:int):
 
 
 def train_projector(model, proc, scenes:Scenes, template, steps:int=150, batch_size:int=8, lr:float=1e-3, seed:int=0,
-                    progress:bool=True) -> pd.DataFrame:
-    "Stage 2 (LLaVA's first stage): the projector alone, tower and language model frozen, with a loss on the summed probability of every spelling of the right answer."
+                    progress:bool=True, tower:bool=False, # train the vision tower too (the language model stays frozen)
+                   ) -> pd.DataFrame:
+    "Stage 2 (LLaVA's first stage): the projector (and with `tower`, the vision tower), language model frozen, with a loss on the summed probability of every spelling of the right answer."
     from tqdm.auto import tqdm
     feed = SmolFeed(model, proc, scenes, template)
     sp = spellings(feed.tok)
@@ -272,10 +275,11 @@ def train_projector(model, proc, scenes:Scenes, template, steps:int=150, batch_s
     lm = model.model.language_model
     for p in model.parameters(): p.requires_grad_(False)
     proj = model.model.multi_modal_projector
-    for p in proj.parameters(): p.requires_grad_(True)
-    opt = torch.optim.AdamW(proj.parameters(), lr=lr, weight_decay=0.0)
+    params = [*proj.parameters(), *(model.model.vision_tower.parameters() if tower else [])]
+    for p in params: p.requires_grad_(True)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched, rng, hist = _schedule(opt, steps), np.random.default_rng(seed), []
-    for step in tqdm(range(steps), desc='stage 2: projector', disable=not progress):
+    for step in tqdm(range(steps), desc='stage 2: projector' + ' and tower' * tower, disable=not progress):
         idx, cls, lab = scenes.sample(rng, batch_size)
         x, _, lens = feed.batch(cls, lab)
         assert (x[:, :n] == torch.tensor(first[:n])).all()
@@ -289,7 +293,7 @@ def train_projector(model, proc, scenes:Scenes, template, steps:int=150, batch_s
         hist.append(dict(stage='projector', step=step, loss=loss.item(), accuracy=float(((py > pn) == t).float().mean()),
                          p_yes_no=float((py.exp() + pn.exp()).mean().detach())))
     feed.close()
-    for p in proj.parameters(): p.requires_grad_(False)
+    for p in params: p.requires_grad_(False)
     return pd.DataFrame(hist)
 
 
@@ -341,7 +345,9 @@ def build_smollm2_assets(dest:str|os.PathLike|None=None, # where to write; None:
 
 
 def continue_smollm2(folder:str|os.PathLike, # shipped files written by `build_smollm2_assets`
-                     steps:int=100, lr:float=1e-3, seed:int=1, gguf=None, progress:bool=True, threads:int|None=None) -> Path:
+                     steps:int=100, lr:float=1e-3, seed:int=1, gguf=None, progress:bool=True, threads:int|None=None,
+                     tower:bool=False, # train the vision tower beside the projector
+                    ) -> Path:
     "More projector steps (stage 3) on the weights in `folder`, from their own seed; `training.json` records each call in order, `history.csv` gets the new steps."
     from safetensors.torch import load_file, save_file
     from pope_audit.models import Llava15
@@ -354,7 +360,7 @@ def continue_smollm2(folder:str|os.PathLike, # shipped files written by `build_s
     model.load_state_dict({k: v.float() for k, v in load_file(folder/'vision.safetensors').items()}, strict=False)
     model.config.text_config._attn_implementation = 'eager'
     h = train_projector(model, proc, Scenes(info['n_scenes'], seed=info['seed'] + 1), Llava15.choose_template(proc)[0], steps, info['batch_size'], lr,
-                        seed=seed, progress=progress)
+                        seed=seed, progress=progress, tower=tower)
     model.config.text_config._attn_implementation = 'sdpa'
     assert weights_hash(frozen_part(model)) == info['language_model_sha256'], 'training changed the language model'
     part = {k: v.to(torch.float16).contiguous() for k, v in trained_part(model).items()}
@@ -363,7 +369,7 @@ def continue_smollm2(folder:str|os.PathLike, # shipped files written by `build_s
     h = h.assign(stage='projector (continued)', step=h.step + int(old[old.stage.str.startswith('projector')].step.max()) + 1)
     pd.concat([old, h], ignore_index=True).to_csv(folder/'history.csv', index=False)
     last = h.tail(30)
-    info.update(call=info['call'] + f'; continue_smollm2(folder, steps={steps}, lr={lr!r}, seed={seed})', projector_steps=info['projector_steps'] + steps,
+    info.update(call=info['call'] + f'; continue_smollm2(folder, steps={steps}, lr={lr!r}, seed={seed}' + ', tower=True' * tower + ')', projector_steps=info['projector_steps'] + steps,
                 train_seconds=round(info['train_seconds'] + time.time() - t0, 1), final_projector_loss=float(last.loss.mean()),
                 final_batch_accuracy=float(last.accuracy.mean()), weights_sha256=weights_hash(part))
     atomic_write(folder/'training.json', json.dumps(info, indent=1))

@@ -142,6 +142,19 @@ def test_shipped_weights_answer(smol_run):
     assert sum(r.greedy_id in r.derived['yes'] + r.derived['no'] for r in recs) >= 0.95 * len(recs)
 
 
+def test_built_vlm_is_the_language_model_on_text(gguf):
+    "Around the real weights, the built VLM computes on a text prompt exactly what the bare language model does (RoPE's buffers included: they are not in a state dict)."
+    import torch
+    lm = smollm2.load_lm(gguf)
+    ids = smollm2.smollm2_tokenizer(gguf)('<|im_start|>user\nIs there a ring?<|im_end|>\n<|im_start|>assistant\n').input_ids
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        want = lm(input_ids=x).logits[0, -1]
+        for seed in (0, 1):
+            got = smollm2.build_vlm(lm, seed=seed)(input_ids=x).logits[0, -1]
+            torch.testing.assert_close(got[:-1], want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.slow
 def test_training_is_reproducible(gguf):
     "Two short trainings from one seed give the same trained weights, and leave the language model unchanged."
