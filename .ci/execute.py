@@ -15,6 +15,8 @@ rewrite the package from the notebooks, which a reader's Run All must not do to 
 import argparse, re, sys, time
 from pathlib import Path
 import nbformat
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from nbclient import NotebookClient
 
 root = Path(__file__).resolve().parent.parent
@@ -22,14 +24,15 @@ p = argparse.ArgumentParser()
 p.add_argument('notebooks', nargs='*')
 p.add_argument('--skip-slow', action='store_true', help='skip cells flagged #| slow')
 p.add_argument('--timeout', type=int, default=900, help='seconds per cell')
+p.add_argument('--jobs', type=int, default=2, help='notebooks run at once, each in its own kernel (default 2, as nbdev_test on two cores)')
 a = p.parse_args()
 
 def flags(src):
     return {m.group(1).strip() for m in re.finditer(r'^#\|\s*(.+)$', src, re.M)}
 
 nbs = [Path(n) for n in a.notebooks] or sorted(p for p in (root/'nbs').rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts)
-failed = []
-for path in nbs:
+def execute(path):
+    "Run one notebook in memory; (name, whether it failed, what to print)."
     nb = nbformat.read(path, as_version=4)
     skipped = 0
     for c in nb.cells:
@@ -40,9 +43,14 @@ for path in nbs:
     t0 = time.time()
     try:
         NotebookClient(nb, timeout=a.timeout, kernel_name='python3', resources={'metadata': {'path': str(path.parent)}}).execute()
-        print(f'ok      {path.name:28s} {time.time() - t0:6.1f} s' + (f'  ({skipped} cells skipped)' if skipped else ''), flush=True)
+        return path.name, False, f'ok      {path.name:28s} {time.time() - t0:6.1f} s' + (f'  ({skipped} cells skipped)' if skipped else '')
     except Exception as e:
-        failed.append(path.name)
-        print(f'FAILED  {path.name:28s} {time.time() - t0:6.1f} s  {type(e).__name__}: {str(e)[-1500:]}', flush=True)
+        return path.name, True, f'FAILED  {path.name:28s} {time.time() - t0:6.1f} s  {type(e).__name__}: {str(e)[-1500:]}'
+
+failed = []
+with ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context('fork')) as ex:     # each notebook with its own client and kernel
+    for name, bad, line in ex.map(execute, nbs):
+        print(line, flush=True)
+        if bad: failed.append(name)
 print(f'{len(nbs) - len(failed)} passed, {len(failed)} failed')
 sys.exit(1 if failed else 0)

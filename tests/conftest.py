@@ -7,13 +7,16 @@ _SAVED = {}
 
 def pytest_configure(config):
     "Everything the suite writes (pytest's tmp_path, mkdtemp, subprocesses, the package cache) goes below one folder removed at the end."
-    root = tempfile.mkdtemp(prefix='pope-audit-tests-')
-    for var, val in (('TMPDIR', root), ('POPE_AUDIT_CACHE', os.path.join(root, 'cache')),     # matplotlib's font cache, and any other
-                     ('MPLCONFIGDIR', os.path.join(root, 'matplotlib')), ('XDG_CACHE_HOME', os.path.join(root, 'xdg-cache'))):  # library's, not in ~
+    worker = os.environ.get('PYTEST_XDIST_WORKER')       # `-n 2`: a worker works below the folder its controller made (pytest's tmp_path is there)
+    root = os.environ['TMPDIR'] if worker and os.path.basename(os.environ.get('TMPDIR', '')).startswith('pope-audit-tests-') \
+        else tempfile.mkdtemp(prefix='pope-audit-tests-')
+    own = os.path.join(root, worker) if worker else root   # caches of its own: two workers never assemble one model in one folder at once
+    for var, val in (('TMPDIR', root), ('POPE_AUDIT_CACHE', os.path.join(own, 'cache')),     # matplotlib's font cache, and any other
+                     ('MPLCONFIGDIR', os.path.join(own, 'matplotlib')), ('XDG_CACHE_HOME', os.path.join(own, 'xdg-cache'))):  # library's, not in ~
         _SAVED[var] = os.environ.get(var)
         os.environ[var] = val
     tempfile.tempdir = None                  # recomputed from TMPDIR on next use
-    _SAVED['root'] = root
+    _SAVED['root'] = None if worker else root  # the controller removes it at the end
 
     config.addinivalue_line('markers', 'slow: minutes on a CPU; run with POPE_AUDIT_SLOW=1 (CI does, in its own step)')
 
@@ -28,7 +31,7 @@ def pytest_unconfigure(config):
         if _SAVED.get(var) is None: os.environ.pop(var, None)
         else: os.environ[var] = _SAVED[var]
     tempfile.tempdir = None
-    shutil.rmtree(_SAVED['root'], ignore_errors=True)
+    if _SAVED['root']: shutil.rmtree(_SAVED['root'], ignore_errors=True)
 
 
 @pytest.fixture(scope='session')
