@@ -294,12 +294,14 @@ def cmd_run_served(a):
     "`pope-audit run --endpoint URL`: the model behind an OpenAI-compatible server, one record per question, as `run` writes them."
     from pope_audit.served import ServedConfig, run_served
     from pope_audit.benchmarks import benchmark_inputs
-    local = [f for f in RUN_FLAGS if f not in ('splits', 'limit', 'max_new_tokens') and getattr(a, f, None) not in (None, False)]
+    from pope_audit.reasoning import MAX_THINK_TOKENS
+    local = [f for f in RUN_FLAGS if f not in ('splits', 'limit', 'max_new_tokens', 'thinking', 'max_think_tokens') and getattr(a, f, None) not in (None, False)]
     local += [f for f in ('config', 'model_args', 'load_in_4bit', 'pad_square', 'correction') if getattr(a, f, None)]
     if local: raise InputError(f"--{local[0].replace('_', '-')} sets up a model run here; --endpoint asks a server: leave it out", field=local[0].replace('_', '-'))
     cfg = ServedConfig(a.endpoint, a.served_model, a.server_kind or 'auto', a.api_key_env or 'OPENAI_API_KEY', a.tokenizer, a.top_logprobs or 20, a.max_new_tokens or 1, a.text_only,
                        not a.no_images, chat_template_kwargs=parse_kv(a.chat_template_kwargs, '--chat-template-kwargs'), splits=a.splits,
-                       limit=a.limit, concurrency=a.concurrency or 1, progress=not (a.json or LOG_QUIET()))
+                       limit=a.limit, concurrency=a.concurrency or 1, thinking=a.thinking or 'auto', max_think_tokens=a.max_think_tokens or MAX_THINK_TOKENS,
+                       progress=not (a.json or LOG_QUIET()))
     questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)
     return run_served(cfg, questions, images, a.out, labels=a.labels)
 

@@ -10,21 +10,21 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress, error_line, quiet_libraries
 from .readouts import Record
+from .reasoning import MARKERS, MAX_THINK_TOKENS, THINKING_SWITCHES, Thinking, strip_reasoning, thinking_switch
 from .tokens import SINGLE_WORD
 from .runconfig import RunFolder, diff, describe_diff, image_hashes, images_identity, _now, environment
 from .runstatus import identity_hash, run_status
 
 # %% auto #0
-__all__ = ['SERVER_KINDS', 'OWNERS', 'THINK_END', 'ServedConfig', 'ServerError', 'Client', 'make_client', 'served_models',
-           'choose_model', 'server_kind', 'data_url', 'request_body', 'answer_position', 'parse_completion', 'IdMap',
-           'id_map', 'served_probe', 'served_record', 'preflight', 'served_identity', 'run_served', 'free_port',
-           'llama_server']
+__all__ = ['SERVER_KINDS', 'OWNERS', 'ServedConfig', 'ServerError', 'Client', 'make_client', 'served_models', 'choose_model',
+           'server_kind', 'data_url', 'request_body', 'answer_position', 'thinking_of', 'parse_completion', 'IdMap',
+           'id_map', 'served_probe', 'served_record', 'opened_block', 'preflight', 'served_identity', 'run_served',
+           'served_thinking', 'free_port', 'llama_server']
 
 # %% ../nbs/running/06c_served.ipynb #51bcc0db
 SERVER_KINDS = ('auto', 'vllm', 'sglang', 'llamacpp', 'openai')   # what --server-kind takes (auto: told by /v1/models)
 # what `/v1/models` says of its owner -> the server kind
 OWNERS = {'vllm': 'vllm', 'sglang': 'sglang', 'llamacpp': 'llamacpp', 'llama.cpp': 'llamacpp', 'me': 'llamacpp'}
-THINK_END = ('</think>',)      # where a reasoning model's thinking ends in its returned tokens
 
 @dataclass
 class ServedConfig:
@@ -40,6 +40,8 @@ class ServedConfig:
     images: bool = True                  # send each question's image (False: the question alone, a text model's blind baseline)
     instruction: str = SINGLE_WORD       # appended to every question (LLaVA-1.5's evaluation suffix)
     chat_template_kwargs: dict = field(default_factory=dict)   # passed to the server's chat template (e.g. enable_thinking)
+    thinking: str = 'auto'               # a thinking model: auto reads after a block the model opens; on / off send the template's switch
+    max_think_tokens: int = MAX_THINK_TOKENS   # how far a reasoning block may run; one still open there is recorded as cut, its answer unknown
     splits: list|None = None
     limit: int|None = None
     concurrency: int = 1                 # requests in flight at once
@@ -59,11 +61,13 @@ class ServedConfig:
         check(isinstance(self.retries, int) and self.retries >= 0, f'must be a whole number of at least 0, got {self.retries!r}', 'retries')
         check(isinstance(self.timeout, (int, float)) and self.timeout > 0, f'must be a positive number of seconds, got {self.timeout!r}', 'timeout')
         check(isinstance(self.chat_template_kwargs, dict), 'chat template arguments are key=value settings', 'chat-template-kwargs')
+        Thinking(self.thinking, self.max_think_tokens)      # refuses an unknown mode or a limit below 1
 
     def request_settings(self) -> dict:
         "What every request asks for (the manifest's record of it)."
         return dict(temperature=0, max_tokens=self.max_tokens, logprobs=not self.text_only, top_logprobs=None if self.text_only else self.top_logprobs,
-                    images=self.images, instruction=self.instruction, chat_template_kwargs=self.chat_template_kwargs)
+                    images=self.images, instruction=self.instruction, chat_template_kwargs=self.chat_template_kwargs,
+                    thinking=self.thinking, max_think_tokens=self.max_think_tokens)
 
 # %% ../nbs/running/06c_served.ipynb #36546cf4
 class ServerError(Exception):
@@ -149,11 +153,15 @@ def data_url(images, name:str) -> str:
     images.load(name).save(buf, format='PNG')
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
 
-def request_body(cfg:ServedConfig, model:str, kind:str, question:str, image_url:str|None=None) -> dict:
+def request_body(cfg:ServedConfig, model:str, kind:str, question:str, image_url:str|None=None,
+                 think:bool|None=None, # room for a reasoning block before the answer (default: with `--thinking on`)
+                ) -> dict:
     "The chat-completion request for one question: greedy, the first tokens' logprobs, the image as a data URL before the text."
     text = question + cfg.instruction
     content = [{'type': 'image_url', 'image_url': {'url': image_url}}, {'type': 'text', 'text': text}] if image_url else text
-    body = dict(model=model, messages=[{'role': 'user', 'content': content}], temperature=0, max_tokens=cfg.max_tokens, seed=0)
+    think = cfg.thinking == 'on' if think is None else think
+    body = dict(model=model, messages=[{'role': 'user', 'content': content}], temperature=0,
+                max_tokens=cfg.max_tokens + (cfg.max_think_tokens if think else 0), seed=0)
     if not cfg.text_only:
         body.update(logprobs=True, top_logprobs=cfg.top_logprobs)
         if kind == 'vllm': body['return_tokens_as_token_ids'] = True      # exact ids, as `token_id:N`
@@ -169,14 +177,26 @@ def _entry(e:dict) -> tuple[str, float, int|None]:
     if m := _TOKEN_ID.match(tok): i, tok = int(m[1]), (bytes(e['bytes']).decode('utf-8', 'replace') if e.get('bytes') else tok)
     return tok, float(e['logprob']), (i if isinstance(i, int) and not isinstance(i, bool) else None)
 
-def answer_position(content:list[dict], markers=THINK_END) -> int|None:
+def answer_position(content:list[dict], markers=None) -> int|None:
     "Where the answer starts among the returned tokens: after the last end-of-thinking marker and any whitespace after it (0 without one); None when the thinking never ended."
     texts = [str(e.get('token', '')) for e in content]
-    ends = [i for i, t in enumerate(texts) if any(m in t for m in markers)]
-    if not ends: return 0
+    ends = [i for i, t in enumerate(texts) if any(m.end in t for m in (markers or MARKERS.values()))]
+    if not ends: return 0 if not _opens(texts[0] if texts else '') else None
     i = ends[-1] + 1
     while i < len(texts) and not texts[i].strip(): i += 1
     return i if i < len(texts) else None
+
+def _opens(text:str) -> bool:
+    "Does this returned text open a reasoning block?"
+    return any(m.start in text for m in MARKERS.values())
+
+def thinking_of(content:list[dict], pos:int|None, reasoning:str|None, finish_reason:str|None) -> dict|None:
+    "A served answer's thinking, as local runs record it: tokens through the block's end, whether the limit cut it, the step read; None when the model did not think."
+    texts = [str(e.get('token', '')) for e in content]
+    if pos == 0 and not reasoning: return None
+    if pos is None: return dict(think_tokens=len(texts), think_cut=finish_reason == 'length', answer_step=None)
+    ends = [i for i, t in enumerate(texts[:pos]) if any(m.end in t for m in MARKERS.values())]
+    return dict(think_tokens=ends[-1] + 1 if ends else None, think_cut=False, answer_step=pos)   # None: the server kept the reasoning apart, uncounted
 
 def parse_completion(resp:dict, asked:int|None) -> dict:
     "What came back for one question: the text, and at the answer position the chosen token and the top logprobs (text, logprob, id)."
@@ -185,10 +205,14 @@ def parse_completion(resp:dict, asked:int|None) -> dict:
     msg = choice.get('message') or {}
     out = dict(text=msg.get('content') or '', finish_reason=choice.get('finish_reason'), model=resp.get('model'))
     if reasoning := msg.get('reasoning_content') or msg.get('reasoning'): out['reasoning'] = reasoning
-    if asked is None: return out
+    if asked is None:                                      # text only: a block the text opens and never closes was cut
+        if _opens(out['text']) or 'reasoning' in out:
+            out['thinking'] = dict(think_tokens=None, think_cut=strip_reasoning(out['text'])[2] and out['finish_reason'] == 'length', answer_step=None)
+        return out
     content = (choice.get('logprobs') or {}).get('content')
     if not content: raise ServerError(200, 'the reply holds no logprobs')
     pos = answer_position(content)
+    if th := thinking_of(content, pos, out.get('reasoning'), out['finish_reason']): out['thinking'] = th
     if pos is None: return dict(out, position=None, tokens=[])
     e = content[pos]
     tops = [_entry(t) for t in e.get('top_logprobs') or []]
@@ -250,7 +274,8 @@ def served_record(q, qid, prompt:str, got:dict, idm:IdMap|None, run_id:str) -> d
     served = {k: got[k] for k in ('model', 'finish_reason', 'position', 'chosen', 'tokens', 'reasoning') if k in got}
     rec = Record(q.split, qid, q.image, q.question, q.label, source='served', prompt=prompt, greedy_id=greedy,
                  greedy_token=got['chosen'][0] if got.get('chosen') else None, logits=logits, topk=topk,
-                 derived=idm.derived if idm else None, surface=idm.surface if idm else None, text=got['text'], served=served)
+                 derived=idm.derived if idm else None, surface=idm.surface if idm else None, text=got['text'], served=served,
+                 thinking=got.get('thinking'))
     return {**rec.to_dict(), 'run_id': run_id}
 
 # %% ../nbs/running/06c_served.ipynb #9ee141e9
@@ -276,6 +301,18 @@ def _blank_url(images, name:str) -> str:
     Image.new('RGB', images.load(name).size, (128, 128, 128)).save(buf, format='PNG')
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
 
+def opened_block(got:dict) -> bool:
+    "Did the answer open a reasoning block and stop inside it, at the token limit?"
+    return bool(got.get('thinking')) and got['thinking']['think_cut']
+
+def _complete(cfg, client, kind, model, text, url, think:bool|None=None) -> tuple[dict, dict]:
+    "One question sent and read back, the reply and what it holds; with `--thinking auto`, asked again with room for a reasoning block its short answer opened."
+    asked = None if cfg.text_only else cfg.top_logprobs
+    resp = client.call('/chat/completions', request_body(cfg, model, kind, text, url, think=think))
+    got = parse_completion(resp, asked)
+    if cfg.thinking == 'auto' and not think and opened_block(got): return _complete(cfg, client, kind, model, text, url, think=True)
+    return resp, got
+
 def preflight(cfg:ServedConfig, client:Client, q, images) -> tuple[ServedConfig, dict, str, list[str]]:
     "Ask the first question before anything is written: the model and server kind, logprobs given (and how many), images read; the settings as they take effect, the model entry, the kind and notes."
     m = choose_model(served_models(client), cfg.model, f'the server at {client.base}')
@@ -294,7 +331,9 @@ def preflight(cfg:ServedConfig, client:Client, q, images) -> tuple[ServedConfig,
                 else: raise InputError(f"the served model {m['id']} does not take images: it answers the question alone and refuses it with the image "
                                        f'(HTTP {e.status}: {e.message}); serve it with its image projector, or run with --no-images', field='served-model') from None
             raise _refusal(e, cfg, m['id']) from None
-    try: got = parse_completion(resp, None if cfg.text_only else cfg.top_logprobs)
+    try:
+        got = parse_completion(resp, None if cfg.text_only else cfg.top_logprobs)
+        if cfg.thinking == 'auto' and opened_block(got): resp, got = _complete(cfg, client, kind, m['id'], q.question, url, think=True)
     except ServerError:
         raise InputError("the server ignores logprobs (its reply holds none): it cannot give the answer token's log-probabilities; "
                          'run with --text-only for the text readouts alone', field='logprobs') from None
@@ -302,9 +341,9 @@ def preflight(cfg:ServedConfig, client:Client, q, images) -> tuple[ServedConfig,
         notes.append(f"the server returned {len(got['tokens'])} top logprobs where {cfg.top_logprobs} were asked: "
                      'a readout whose ids fall outside them gives unknown (the coverage shows how often)')
     if cfg.images:                            # a text model behind a permissive server takes the image and never reads it, or reads its data URL as text
-        blank = client.call('/chat/completions', request_body(cfg, m['id'], kind, q.question, _blank_url(images, q.image)))
+        blank, blank_got = _complete(cfg, client, kind, m['id'], q.question, _blank_url(images, q.image))
         why = None
-        if not cfg.text_only and parse_completion(blank, cfg.top_logprobs)['tokens'] == got['tokens']:
+        if not cfg.text_only and blank_got['tokens'] == got['tokens']:
             why = f"its answer's logprobs are the same for {q.image} and a blank grey image"
         n, n0 = (resp.get('usage') or {}).get('prompt_tokens'), (blank.get('usage') or {}).get('prompt_tokens')
         if n and n0 and n != n0:               # a VLM gives an image of one size the same number of tokens, whatever it shows
@@ -363,6 +402,7 @@ def run_served(cfg:ServedConfig, # the server, the model and the request setting
     check_run_outputs(out)
     questions, imgs = select_work(questions, images if cfg.images or images is not None else _NoImages(), cfg, labels)
     tok, pr, idm = served_probe(cfg)
+    cfg = served_thinking(cfg, tok)
     client = make_client(cfg)
     first = questions.iloc[0]
     cfg, model, kind, notes = preflight(cfg, client, first, imgs)
@@ -380,10 +420,20 @@ def run_served(cfg:ServedConfig, # the server, the model and the request setting
     finally: folder.unlock()
     return Path(out)
 
+def served_thinking(cfg:ServedConfig, tok=None) -> ServedConfig:
+    "`--thinking on/off` sent as the chat template's switch (the tokenizer's own variable, else `enable_thinking`), unless `--chat-template-kwargs` already sets one."
+    if cfg.thinking == 'auto' or any(k in cfg.chat_template_kwargs for k in THINKING_SWITCHES): return cfg
+    key, msgs = THINKING_SWITCHES[0], [{'role': 'user', 'content': 'Is there a dog?'}]
+    if tok is not None and getattr(tok, 'chat_template', None):
+        try: sw = thinking_switch(lambda **kw: tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False, **kw))
+        except Exception: sw = None                      # a template that takes no plain-text message: the common name is sent
+        if sw: key = sw.key
+    return dataclasses.replace(cfg, chat_template_kwargs={**cfg.chat_template_kwargs, key: cfg.thinking == 'on'})
+
 def _ask(cfg, client, kind, model, imgs, image, text) -> dict:
     "One distinct question about one image, sent and read back."
     url = data_url(imgs, image) if cfg.images else None
-    try: return parse_completion(client.call('/chat/completions', request_body(cfg, model, kind, text, url)), None if cfg.text_only else cfg.top_logprobs)
+    try: return _complete(cfg, client, kind, model, text, url)[1]
     except ServerError as e: raise InputError(f'the server refused the question about {image} (HTTP {e.status}: {e.message})', field='endpoint') from None
 
 def _answer_served(cfg, client, kind, model, idm, questions, imgs, keys, done, manifest, out, work):

@@ -22,11 +22,17 @@ def scores(question:str, image:str|None) -> dict[str, float]:
     lse = math.log(sum(math.exp(v) for v in out.values()))
     return {t: v - lse for t, v in out.items()}
 
+def thought(question:str) -> list[str]:
+    "A thinking model's reasoning block before its answer: 4 to 15 tokens of reasoning, by the question, then the marker and a blank line."
+    n = 4 + int(_unit('think', question) * 12)
+    return ['<think>', '\n'] + [' hm'] * n + ['</think>', '\n\n']
+
 class FakeServer:
     "Serve `model` on a free loopback port; attributes change how it behaves (set before or between runs)."
     def __init__(self, model:str='fake-vlm', owned_by:str='fake', api_key:str|None=None, logprobs:str='ok', max_logprobs:int|None=None,
-                 images:str='read', fail_first:int=0, delay:float=0.0, ids:str|None=None, id_of=None):
+                 images:str='read', fail_first:int=0, delay:float=0.0, ids:str|None=None, id_of=None, think:str|None=None):
         self.model, self.owned_by, self.api_key, self.logprobs, self.max_logprobs = model, owned_by, api_key, logprobs, max_logprobs
+        self.think = think   # None; 'inline': a reasoning block in the content and the logprobs; 'parser': the block's text apart (reasoning_content), as vLLM's reasoning parser returns it
         self.images, self.fail_first, self.delay, self.ids, self.id_of = images, fail_first, delay, ids, id_of
         self.requests, self.hits, self.lock = [], 0, threading.Lock()
         fake = self
@@ -76,7 +82,14 @@ class FakeServer:
             return 400, {'error': {'message': f'Requested top_logprobs of {k} exceeds the maximum of {self.max_logprobs}'}}
         sc = scores(text, image if self.images in ('read', 'as-text') else None)
         order = sorted(sc, key=lambda t: (-sc[t], t))
-        choice = {'index': 0, 'message': {'role': 'assistant', 'content': order[0]}, 'finish_reason': 'length'}
+        block = thought(text) if self.think and (body.get('chat_template_kwargs') or {}).get('enable_thinking', True) else []
+        got = (block + [order[0], '<|im_end|>'])[:body.get('max_tokens') or 16]
+        cut = order[0] not in got
+        content = ''.join(t for t in got if t != '<|im_end|>')
+        if self.think == 'parser' and block:                 # vLLM's reasoning parser: the block's text apart from the answer (logprobs cover both)
+            content, reasoning = ''.join(t for t in got[len(block):] if t != '<|im_end|>'), ''.join(got[:len(block)])
+        choice = {'index': 0, 'message': {'role': 'assistant', 'content': content}, 'finish_reason': 'length' if len(got) == body.get('max_tokens') else 'stop'}
+        if self.think == 'parser' and block: choice['message']['reasoning_content'] = reasoning
         if body.get('logprobs') and self.logprobs != 'ignore':
             give = min(k or 0, 3) if self.logprobs == 'few' else (k or 0)
             def entry(t):
@@ -85,7 +98,10 @@ class FakeServer:
                 if self.ids == 'field': e['id'] = i
                 if self.ids == 'vllm': e['token'] = f'token_id:{i}'
                 return e
-            choice['logprobs'] = {'content': [{**entry(order[0]), 'top_logprobs': [entry(t) for t in order[:give]]}]}
+            other = lambda t: {'token': t, 'logprob': -0.01, 'bytes': list(t.encode()), 'top_logprobs': [{'token': t, 'logprob': -0.01, 'bytes': list(t.encode())}]}
+            steps = [other(t) for t in got[:len(block)]]
+            if not cut: steps.append({**entry(order[0]), 'top_logprobs': [entry(t) for t in order[:give]]})
+            choice['logprobs'] = {'content': steps}
         n = len(text.split()) + (len(image) // 4 if image and self.images == 'as-text' else 576 if image else 0)   # a VLM: 576 tokens per image
         return 200, {'id': 'cmpl-1', 'object': 'chat.completion', 'model': self.model, 'choices': [choice], 'usage': {'prompt_tokens': n}}
 

@@ -187,3 +187,49 @@ def test_timeout(bench, tok, tmp_path):
         assert len(fake.requests) == 2                                             # tried, and tried again
     assert 'did not answer /chat/completions after 2 tries (no answer within 0.3 s)' in str(e.value)
     assert not (tmp_path/'t').exists()
+
+
+SUFFIX = '\nAnswer the question using a single word or phrase.'
+
+
+def test_thinking_model_behind_a_server(bench, tok, tmp_path, capsys):
+    "A model that thinks first: read after its block (auto re-asks with room for it), the switch sent (on/off), blocks the limit cuts give unknown."
+    from fake_server import thought
+    with FakeServer() as plain: assert run(capsys, *served(bench, plain.url, tmp_path/'plain', '--tokenizer', tok))[0] == 0
+    plain = {(r.image, r.question): r for r in read_records(tmp_path/'plain')}
+    want = {k: READOUTS['derived'](r) for k, r in plain.items()}
+    with FakeServer(think='inline') as fake:
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'auto', '--tokenizer', tok, '--max-think-tokens', 64))
+    assert code == 0, err
+    recs = read_records(tmp_path/'auto')
+    for r in recs:
+        n = len(thought(r.question + SUFFIX))
+        assert r.thinking == {'think_tokens': n - 1, 'think_cut': False, 'answer_step': n}, r.thinking    # through </think>; the answer after the blank line
+        assert READOUTS['derived'](r) == want[(r.image, r.question)] and r.text.startswith('<think>')
+        assert r.text.endswith(plain[(r.image, r.question)].text) and READOUTS['pope_parse'](r) == READOUTS['pope_parse'](plain[(r.image, r.question)])   # text readouts: after the block
+    asks = [b['max_tokens'] for b in fake.requests[2:]]
+    assert asks == [1, 65] * (len(asks) // 2) and 'chat_template_kwargs' not in fake.requests[-1]   # auto: a short ask opens a block, then room for it
+    for mode, limit in (('off', 64), ('on', 12)):
+        with FakeServer(think='inline') as fake:
+            code, err = run(capsys, *served(bench, fake.url, tmp_path/mode, '--tokenizer', tok, '--thinking', mode, '--max-think-tokens', limit))
+        assert code == 0, err
+        body, recs = fake.requests[-1], read_records(tmp_path/mode)
+        assert body['chat_template_kwargs'] == {'enable_thinking': mode == 'on'} and body['max_tokens'] == (1 if mode == 'off' else limit + 1)
+        if mode == 'off': assert all(r.thinking is None for r in recs) and [READOUTS['derived'](r) for r in recs] == [want[(r.image, r.question)] for r in recs]
+        else:
+            cut = [len(thought(r.question + SUFFIX)) >= limit + 1 for r in recs]
+            assert 0 < sum(cut) < len(recs)
+            for r, c in zip(recs, cut):
+                assert r.thinking['think_cut'] is c and (READOUTS['derived'](r) == 'unknown') is c
+        m = json.loads((tmp_path/mode/'manifest.json').read_text())
+        assert m['identity']['request']['thinking'] == mode and m['identity']['request']['max_think_tokens'] == limit
+
+
+def test_reasoning_kept_apart_by_the_server(bench, tok, tmp_path, capsys):
+    "vLLM's reasoning parser: the block's text comes back as reasoning_content, the answer alone as content; read after the block all the same."
+    with FakeServer(think='parser') as fake:
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'r', '--tokenizer', tok))
+    assert code == 0, err
+    recs = read_records(tmp_path/'r')
+    assert all(r.served['reasoning'].startswith('<think>') and r.text in ('Yes', 'No', 'yes', 'no', 'The') for r in recs[:10])
+    assert all(r.thinking['answer_step'] > 0 and not r.thinking['think_cut'] for r in recs)
