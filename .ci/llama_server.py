@@ -7,11 +7,14 @@ per version and flags and every later run installs it in seconds.
 
     python .ci/llama_server.py --install                  # the cached wheel (built if missing) and the server's packages, into this venv
     python .ci/llama_server.py --serve MODEL.gguf         # serve a GGUF on a free loopback port until Ctrl-C (pope_audit.served.llama_server)
-    python .ci/llama_server.py --convert HF_FOLDER OUT    # a LLaVA-architecture model -> language-model GGUF + image-projector GGUF
+    python .ci/llama_server.py --convert HF_FOLDER OUT    # a LLaVA-1.5-architecture model -> language-model GGUF + image-projector GGUF
+    python .ci/llama_server.py --convert smollm2 OUT      # the same for the built-in SmolLM2 VLM (pope_audit.smollm2.smollm2_dir)
 
-`--convert` is the seam for the real VLM of the real-LM chapter: it runs the converter llama.cpp vendors in the same
-sdist (`convert_hf_to_gguf.py`, which writes the projector with `--mmproj`) on a transformers model folder; the
-server then loads both (`llama_server(model, mmproj=...)`). Nothing here downloads a model.
+`--convert` runs the converters llama.cpp vendors in the same sdist on a transformers model folder: `convert_hf_to_gguf.py`
+for the language model (its `--mmproj` takes only Pixtral among LLaVA-class models) and the LLaVA image-encoder converter
+(`tools/mtmd/legacy-models/convert_image_encoder_to_gguf.py`) for the CLIP tower and MLP projector. The server then loads
+both (`llama_server(model, mmproj=...)`, chat format `mtmd`: the GGUF's own chat template, the image where its marker is).
+Nothing here downloads a model; the converters run on this venv's torch and transformers with llama.cpp's own `gguf`.
 """
 import argparse, hashlib, importlib.metadata, os, shutil, subprocess, sys, tarfile, tempfile
 from pathlib import Path
@@ -61,16 +64,60 @@ def sdist() -> Path:
     return next(d.glob('llama_cpp_python-*.tar.gz'))
 
 
-def convert(model:Path, out:Path, outtype:str='f16') -> tuple[Path, Path]:
-    "A LLaVA-architecture transformers folder as two GGUF files, the language model and the image projector (llama.cpp's own converter)."
+MEDIA = '<__media__>'   # the marker llama.cpp's multimodal chat handler puts where a message's image was
+# transformers 5 flattened CLIPVisionModel; llama.cpp's LLaVA image-encoder converter reads it under `vision_model` (and names tensors so)
+SHIM = """import runpy, sys, torch, transformers
+class Wrapped(torch.nn.Module):
+    def __init__(self, inner): super().__init__(); self.vision_model = inner
+load = transformers.CLIPVisionModel.from_pretrained
+transformers.CLIPVisionModel.from_pretrained = classmethod(lambda cls, *a, **k: Wrapped(load(*a, **k)))
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+def quiet(cmd:list, env:dict):
+    "Run a converter; its output shown only when it fails."
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode: sys.exit(f'{Path(cmd[1]).name} failed (exit {r.returncode}):\n' + (r.stdout + r.stderr)[-3000:])
+
+
+def served_template(template:str) -> str:
+    "A LLaVA template that puts the image on a line of its own (`<image>\\n`) as llama.cpp serves it: the media marker, then the same newline."
+    if "'<image>\\n'" not in template: return template
+    return template.replace("{{ c['text'] }}", "{{ c['text'] }}{% if c['text'] == '" + MEDIA + "' %}{{ '\\n' }}{% endif %}")
+
+
+def convert(model:Path, out:Path, outtype:str='f32') -> tuple[Path, Path]:
+    "A LLaVA-1.5-architecture transformers folder (CLIP tower, MLP projector) as two GGUF files, with llama.cpp's own converters: the language model and the image projector."
+    import json, torch
+    from transformers import LlavaForConditionalGeneration, AutoProcessor
     out.mkdir(parents=True, exist_ok=True)
+    try: import sentencepiece  # noqa: F401  (the language-model converter tries it first, whatever the vocabulary)
+    except ImportError: pip('install', '-q', 'sentencepiece')
     with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
         with tarfile.open(sdist()) as t: t.extractall(tmp, filter='data')
-        conv = next(Path(tmp).glob('*/vendor/llama.cpp/convert_hf_to_gguf.py'))
-        pip('install', '-q', '-r', str(conv.parent/'requirements/requirements-convert_hf_to_gguf.txt'))
-        lm, proj = out/f'{model.name}.{outtype}.gguf', out/f'mmproj-{model.name}.{outtype}.gguf'
-        subprocess.run([sys.executable, str(conv), str(model), '--outfile', str(lm), '--outtype', outtype], check=True)
-        subprocess.run([sys.executable, str(conv), str(model), '--mmproj', '--outfile', str(proj), '--outtype', outtype], check=True)
+        root = next(tmp.glob('*/vendor/llama.cpp'))
+        env = {**os.environ, 'PYTHONPATH': str(root/'gguf-py')}     # llama.cpp's own gguf package, not the requirements file's pins (older torch, transformers 4)
+        view = tmp/'model'; view.mkdir()                          # the folder as the server should see it: its template takes llama.cpp's image marker
+        for f in model.iterdir(): (view/f.name).symlink_to(f.resolve())
+        if (view/'chat_template.jinja').exists():
+            t = (model/'chat_template.jinja').read_text(); (view/'chat_template.jinja').unlink()
+            (view/'chat_template.jinja').write_text(served_template(t))
+        lm, proj = out/f'{model.name}.{outtype}.gguf', out/f'mmproj-{model.name}.f16.gguf'
+        quiet([sys.executable, str(root/'convert_hf_to_gguf.py'), str(view), '--outfile', str(lm), '--outtype', outtype], env)
+        vlm = LlavaForConditionalGeneration.from_pretrained(str(model), dtype=torch.float32)
+        vlm.model.vision_tower.save_pretrained(str(tmp/'vision'))
+        cfg = json.loads((tmp/'vision/config.json').read_text())
+        (tmp/'vision/config.json').write_text(json.dumps({**cfg, 'vision_feature_layer': vlm.config.vision_feature_layer}))
+        torch.save({f'multi_modal_projector.{k}': v for k, v in vlm.model.multi_modal_projector.state_dict().items()}, tmp/'projector.pt')
+        ip = AutoProcessor.from_pretrained(str(model)).image_processor
+        (tmp/'shim.py').write_text(SHIM)
+        quiet([sys.executable, str(tmp/'shim.py'), str(root/'tools/mtmd/legacy-models/convert_image_encoder_to_gguf.py'), '-m', str(tmp/'vision'),
+                        '--clip-model-is-vision', '--llava-projector', str(tmp/'projector.pt'), '--projector-type', 'mlp',
+                        '--image-mean', *map(str, ip.image_mean), '--image-std', *map(str, ip.image_std), '-o', str(tmp/'enc')], env)
+        shutil.move(str(tmp/'enc/mmproj-model-f16.gguf'), proj)
     return lm, proj
 
 
@@ -79,10 +126,15 @@ if __name__ == '__main__':
     p.add_argument('--install', action='store_true', help='install the cached wheel (built if missing)')
     p.add_argument('--serve', metavar='GGUF', help='serve a GGUF file on a free loopback port until interrupted')
     p.add_argument('--mmproj', help='its image projector GGUF')
-    p.add_argument('--convert', nargs=2, metavar=('HF_FOLDER', 'OUT'), help='a LLaVA-architecture model folder as GGUF + mmproj GGUF')
+    p.add_argument('--convert', nargs=2, metavar=('HF_FOLDER', 'OUT'), help='a LLaVA-1.5-architecture model folder (or smollm2: the built-in VLM) as GGUF + mmproj GGUF')
     a = p.parse_args()
     if a.install: install(); print(f'llama-cpp-python {VERSION} installed (wheel: {wheel()})')
-    if a.convert: print(*convert(Path(a.convert[0]), Path(a.convert[1])), sep='\n')
+    if a.convert:
+        src = a.convert[0]
+        if src == 'smollm2':
+            from pope_audit.smollm2 import smollm2_dir
+            src = smollm2_dir()
+        print(*convert(Path(src), Path(a.convert[1])), sep='\n')
     if a.serve:
         import time
         from pope_audit.served import llama_server

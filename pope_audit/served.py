@@ -19,7 +19,7 @@ from .runstatus import identity_hash, run_status
 __all__ = ['SERVER_KINDS', 'OWNERS', 'ServedConfig', 'ServerError', 'Client', 'make_client', 'served_models', 'choose_model',
            'server_kind', 'data_url', 'request_body', 'answer_position', 'thinking_of', 'parse_completion', 'IdMap',
            'id_map', 'served_probe', 'served_record', 'opened_block', 'preflight', 'served_identity', 'run_served',
-           'served_thinking', 'free_port', 'llama_server']
+           'served_thinking', 'free_port', 'llama_server', 'served_vs_local']
 
 # %% ../nbs/running/06c_served.ipynb #51bcc0db
 SERVER_KINDS = ('auto', 'vllm', 'sglang', 'llamacpp', 'openai')   # what --server-kind takes (auto: told by /v1/models)
@@ -466,7 +466,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def llama_server(model:str|os.PathLike, # a GGUF language model
                  mmproj:str|os.PathLike|None=None, # its image projector GGUF (a VLM), with the chat format that places the image
-                 chat_format:str|None=None, # llama-cpp-python's chat format (default: the GGUF's own chat template; a VLM: llava-1-5)
+                 chat_format:str|None=None, # llama-cpp-python's chat format (default: the GGUF's own chat template, with a VLM's image where its marker is: `mtmd`)
                  port:int|None=None, # default: a free one
                  n_ctx:int=2048, # the context window
                  startup:float=180.0, # seconds to wait for it to answer
@@ -478,7 +478,7 @@ def llama_server(model:str|os.PathLike, # a GGUF language model
     port = port or free_port()
     cmd = [sys.executable, '-m', 'llama_cpp.server', '--model', str(model), '--model_alias', Path(model).stem, '--host', '127.0.0.1',
            '--port', str(port), '--logits_all', 'true', '--n_ctx', str(n_ctx)]
-    if mmproj: cmd += ['--clip_model_path', str(mmproj), '--chat_format', chat_format or 'llava-1-5']
+    if mmproj: cmd += ['--clip_model_path', str(mmproj), '--chat_format', chat_format or 'mtmd']
     elif chat_format: cmd += ['--chat_format', chat_format]
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -502,3 +502,36 @@ def llama_server(model:str|os.PathLike, # a GGUF language model
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL); proc.wait()
         log.close()
+
+# %% ../nbs/running/06c_served.ipynb #25296ea1
+def _margin(r) -> float|None:
+    "The derived readout's margin: best yes id minus best no id (None where either is missing)."
+    y = [r.logits[i] for i in r.derived['yes'] if i in r.logits]; n = [r.logits[i] for i in r.derived['no'] if i in r.logits]
+    return max(y) - max(n) if y and n else None
+
+def served_vs_local(served:str|os.PathLike, # a served run folder
+                    local:str|os.PathLike, # the same questions run here
+                    readouts=('derived', 'greedy', 'pope_parse', 'two_token'), # the readouts compared
+                   ) -> tuple[pd.DataFrame, dict]:
+    "Per readout, each run's pooled F1 and unknown rate and how often the two decide alike; and how close the derived margins and greedy tokens are."
+    import numpy as np
+    from pope_audit.readouts import READOUTS
+    from pope_audit.scoring import read_records, load_answers, score_summary
+    recs = {n: {(r.split, r.question_id): r for r in read_records(p)} for n, p in (('served', served), ('local', local))}
+    keys = sorted(recs['served'].keys() & recs['local'].keys())
+    if not keys: raise InputError('the two runs share no question', served, field='questions')
+    pooled = {n: score_summary(load_answers(str(p)), n_boot=0)['scores'].query("split == 'pooled'").set_index('readout')
+              for n, p in (('served', served), ('local', local))}
+    rows = []
+    for name in readouts:
+        a = [(READOUTS[name](recs['local'][k]), READOUTS[name](recs['served'][k])) for k in keys]
+        both = [(x, y) for x, y in a if 'unknown' not in (x, y)]
+        rows.append(dict(readout=name, local_f1=pooled['local'].f1[name], served_f1=pooled['served'].f1[name],
+                         local_unknown=pooled['local'].unknown_rate[name], served_unknown=pooled['served'].unknown_rate[name],
+                         both_decided=len(both), same=sum(x == y for x, y in both)))
+    m = [(ml, ms) for k in keys if (ml := _margin(recs['local'][k])) is not None and (ms := _margin(recs['served'][k])) is not None]
+    gaps = [abs(a - b) for a, b in m]
+    return pd.DataFrame(rows).set_index('readout'), dict(
+        questions=len(keys), greedy_same=sum(recs['local'][k].greedy_id == recs['served'][k].greedy_id for k in keys),
+        margins=len(m), margin_max_diff=round(max(gaps), 3) if gaps else None,
+        margin_corr=round(float(np.corrcoef(np.array(m).T)[0, 1]), 3) if len(m) > 2 else None)
