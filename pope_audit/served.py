@@ -17,9 +17,9 @@ from .runstatus import identity_hash, run_status
 
 # %% auto #0
 __all__ = ['SERVER_KINDS', 'OWNERS', 'ServedConfig', 'ServerError', 'Client', 'make_client', 'served_models', 'choose_model',
-           'server_kind', 'data_url', 'request_body', 'answer_position', 'thinking_of', 'parse_completion', 'IdMap',
-           'id_map', 'served_probe', 'served_record', 'opened_block', 'preflight', 'served_identity', 'run_served',
-           'served_thinking', 'free_port', 'llama_server', 'served_vs_local']
+           'server_kind', 'data_url', 'asks_ids', 'request_body', 'answer_position', 'thinking_of', 'parse_completion',
+           'IdMap', 'id_map', 'readout_token_ids', 'served_probe', 'served_record', 'opened_block', 'preflight',
+           'served_identity', 'run_served', 'served_thinking', 'free_port', 'llama_server', 'served_vs_local']
 
 # %% ../nbs/running/06c_served.ipynb #51bcc0db
 SERVER_KINDS = ('auto', 'vllm', 'sglang', 'llamacpp', 'openai')   # what --server-kind takes (auto: told by /v1/models)
@@ -42,6 +42,8 @@ class ServedConfig:
     chat_template_kwargs: dict = field(default_factory=dict)   # passed to the server's chat template (e.g. enable_thinking)
     thinking: str = 'auto'               # a thinking model: auto reads after a block the model opens; on / off send the template's switch
     max_think_tokens: int = MAX_THINK_TOKENS   # how far a reasoning block may run; one still open there is recorded as cut, its answer unknown
+    exact_ids: bool = True               # on vLLM, also ask for the logprobs of every id a readout reads (`logprob_token_ids`), not only the top ones
+    readout_ids: tuple = ()              # those ids (set from the tokenizer's probe by `run_served`)
     splits: list|None = None
     limit: int|None = None
     concurrency: int = 1                 # requests in flight at once
@@ -67,7 +69,7 @@ class ServedConfig:
         "What every request asks for (the manifest's record of it)."
         return dict(temperature=0, max_tokens=self.max_tokens, logprobs=not self.text_only, top_logprobs=None if self.text_only else self.top_logprobs,
                     images=self.images, instruction=self.instruction, chat_template_kwargs=self.chat_template_kwargs,
-                    thinking=self.thinking, max_think_tokens=self.max_think_tokens)
+                    thinking=self.thinking, max_think_tokens=self.max_think_tokens, exact_ids=self.exact_ids)
 
 # %% ../nbs/running/06c_served.ipynb #36546cf4
 class ServerError(Exception):
@@ -153,6 +155,10 @@ def data_url(images, name:str) -> str:
     images.load(name).save(buf, format='PNG')
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
 
+def asks_ids(cfg:ServedConfig, kind:str) -> bool:
+    "Does a request name the readouts' ids (vLLM's `logprob_token_ids`)?"
+    return kind == 'vllm' and cfg.exact_ids and bool(cfg.readout_ids) and not cfg.text_only
+
 def request_body(cfg:ServedConfig, model:str, kind:str, question:str, image_url:str|None=None,
                  think:bool|None=None, # room for a reasoning block before the answer (default: with `--thinking on`)
                 ) -> dict:
@@ -165,6 +171,7 @@ def request_body(cfg:ServedConfig, model:str, kind:str, question:str, image_url:
     if not cfg.text_only:
         body.update(logprobs=True, top_logprobs=cfg.top_logprobs)
         if kind == 'vllm': body['return_tokens_as_token_ids'] = True      # exact ids, as `token_id:N`
+        if asks_ids(cfg, kind): body['logprob_token_ids'] = list(cfg.readout_ids)   # vLLM (2026-05 on): these ids' logprobs beside the sampled token's
     if cfg.chat_template_kwargs: body['chat_template_kwargs'] = cfg.chat_template_kwargs
     return body
 
@@ -242,6 +249,12 @@ def id_map(probe, tok=None) -> IdMap:
     for i, t in sorted(probe.texts.items()): by_text.setdefault(t, []).append(i)
     enc = (lambda s: tok.encode(s, add_special_tokens=False)) if tok is not None else None
     return IdMap(probe.derived, probe.surface, by_text, enc)
+
+def readout_token_ids(pr, vocab:int) -> tuple[int, ...]:
+    "Every id a logit readout reads: the probe's derived and surface forms and LLaVA's two and eight ids (those inside the vocabulary)."
+    from pope_audit.tokens import LLAVA_TWO, LLAVA_EIGHT
+    ids = {i for d in (pr.derived, pr.surface, LLAVA_TWO, LLAVA_EIGHT) for side in ('yes', 'no') for i in d.get(side, [])}
+    return tuple(sorted(i for i in ids if 0 <= i < vocab))
 
 def served_probe(cfg:ServedConfig):
     "The probe of the served model's tokenizer under its own chat template (what the server renders), and the id map; (None, None, None) for a text-only run."
@@ -337,7 +350,7 @@ def preflight(cfg:ServedConfig, client:Client, q, images) -> tuple[ServedConfig,
     except ServerError:
         raise InputError("the server ignores logprobs (its reply holds none): it cannot give the answer token's log-probabilities; "
                          'run with --text-only for the text readouts alone', field='logprobs') from None
-    if not cfg.text_only and 0 < len(got['tokens']) < cfg.top_logprobs:
+    if not cfg.text_only and not asks_ids(cfg, kind) and 0 < len(got['tokens']) < cfg.top_logprobs:
         notes.append(f"the server returned {len(got['tokens'])} top logprobs where {cfg.top_logprobs} were asked: "
                      'a readout whose ids fall outside them gives unknown (the coverage shows how often)')
     if cfg.images:                            # a text model behind a permissive server takes the image and never reads it, or reads its data URL as text
@@ -403,6 +416,7 @@ def run_served(cfg:ServedConfig, # the server, the model and the request setting
     questions, imgs = select_work(questions, images if cfg.images or images is not None else _NoImages(), cfg, labels)
     tok, pr, idm = served_probe(cfg)
     cfg = served_thinking(cfg, tok)
+    if pr is not None: cfg = dataclasses.replace(cfg, readout_ids=readout_token_ids(pr, len(tok)))
     client = make_client(cfg)
     first = questions.iloc[0]
     cfg, model, kind, notes = preflight(cfg, client, first, imgs)

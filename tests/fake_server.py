@@ -30,10 +30,12 @@ def thought(question:str) -> list[str]:
 class FakeServer:
     "Serve `model` on a free loopback port; attributes change how it behaves (set before or between runs)."
     def __init__(self, model:str='fake-vlm', owned_by:str='fake', api_key:str|None=None, logprobs:str='ok', max_logprobs:int|None=None,
-                 images:str='read', fail_first:int=0, delay:float=0.0, ids:str|None=None, id_of=None, think:str|None=None):
+                 images:str='read', fail_first:int=0, delay:float=0.0, ids:str|None=None, id_of=None, think:str|None=None,
+                 token_ids:bool=False):
         self.model, self.owned_by, self.api_key, self.logprobs, self.max_logprobs = model, owned_by, api_key, logprobs, max_logprobs
         self.think = think   # None; 'inline': a reasoning block in the content and the logprobs; 'parser': the block's text apart (reasoning_content), as vLLM's reasoning parser returns it
         self.images, self.fail_first, self.delay, self.ids, self.id_of = images, fail_first, delay, ids, id_of
+        self.token_ids = token_ids   # takes vLLM's logprob_token_ids (as vLLM does from 2026-05): those ids' logprobs beside the sampled token's; else ignored, as older vLLM does
         self.requests, self.hits, self.lock = [], 0, threading.Lock()
         fake = self
         class H(BaseHTTPRequestHandler):
@@ -100,7 +102,12 @@ class FakeServer:
                 return e
             other = lambda t: {'token': t, 'logprob': -0.01, 'bytes': list(t.encode()), 'top_logprobs': [{'token': t, 'logprob': -0.01, 'bytes': list(t.encode())}]}
             steps = [other(t) for t in got[:len(block)]]
-            if not cut: steps.append({**entry(order[0]), 'top_logprobs': [entry(t) for t in order[:give]]})
+            tops = [entry(t) for t in order[:give]]
+            if self.token_ids and body.get('logprob_token_ids'):
+                tok_of = {(self.id_of(t) if self.id_of else None) or 100000 + VOCAB.index(t): t for t in VOCAB}
+                asked = [i for i in body['logprob_token_ids'] if tok_of.get(i) != order[0]]
+                tops = [entry(order[0])] + [entry(tok_of[i]) if i in tok_of else {'token': f'token_id:{i}', 'logprob': -30.0} for i in asked]
+            if not cut: steps.append({**entry(order[0]), 'top_logprobs': tops})
             choice['logprobs'] = {'content': steps}
         n = len(text.split()) + (len(image) // 4 if image and self.images == 'as-text' else 576 if image else 0)   # a VLM: 576 tokens per image
         return 200, {'id': 'cmpl-1', 'object': 'chat.completion', 'model': self.model, 'choices': [choice], 'usage': {'prompt_tokens': n}}

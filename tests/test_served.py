@@ -233,3 +233,20 @@ def test_reasoning_kept_apart_by_the_server(bench, tok, tmp_path, capsys):
     recs = read_records(tmp_path/'r')
     assert all(r.served['reasoning'].startswith('<think>') and r.text in ('Yes', 'No', 'yes', 'no', 'The') for r in recs[:10])
     assert all(r.thinking['answer_step'] > 0 and not r.thinking['think_cut'] for r in recs)
+
+
+def test_vllm_asked_for_every_readouts_ids(bench, tok, tmp_path, capsys):
+    "vLLM's logprob_token_ids: LLaVA's ids, outside the top 20, are asked for by id and every logit readout decides; a vLLM that ignores the field gives the top 20 only."
+    ids = {'Yes': 9642, 'yes': 9891, 'No': 2822, 'no': 2201}.get
+    cover = {}
+    for name, takes in (('exact', True), ('older', False)):
+        with FakeServer(owned_by='vllm', ids='vllm', id_of=ids, token_ids=takes) as fake:
+            code, err = run(capsys, *served(bench, fake.url, tmp_path/name, '--tokenizer', tok))
+        assert code == 0, err
+        assert 'top logprobs where' not in err
+        asked = fake.requests[-1]['logprob_token_ids']
+        assert {3582, 1217, 9642, 9891, 2201, 2822} <= set(asked) and asked == sorted(set(asked))
+        cover[name] = score_summary(load_answers(str(tmp_path/name)), n_boot=0)['readout_coverage']
+        assert json.loads((tmp_path/name/'manifest.json').read_text())['identity']['request']['exact_ids'] is True
+    assert (cover['exact'].loc[['two_token', 'eight_token', 'derived']] == 1).all().all()
+    assert (cover['older'].loc['two_token'] == 0).all() and (cover['older'].loc['derived'] == 1).all()
