@@ -288,7 +288,7 @@ def LOG_QUIET():
     from pope_audit.core import LOG
     return LOG['quiet']
 
-SERVED_ONLY = ('served_model', 'server_kind', 'api_key_env', 'concurrency', 'text_only', 'no_images', 'tokenizer', 'top_logprobs', 'chat_template_kwargs')   # options of `run --endpoint`
+SERVED_ONLY = ('served_model', 'server_kind', 'api_key_env', 'concurrency', 'text_only', 'no_images', 'tokenizer', 'top_logprobs', 'chat_template_kwargs', 'top_only')   # options of `run --endpoint`
 
 def cmd_run_served(a):
     "`pope-audit run --endpoint URL`: the model behind an OpenAI-compatible server, one record per question, as `run` writes them."
@@ -301,7 +301,7 @@ def cmd_run_served(a):
     cfg = ServedConfig(a.endpoint, a.served_model, a.server_kind or 'auto', a.api_key_env or 'OPENAI_API_KEY', a.tokenizer, a.top_logprobs or 20, a.max_new_tokens or 1, a.text_only,
                        not a.no_images, chat_template_kwargs=parse_kv(a.chat_template_kwargs, '--chat-template-kwargs'), splits=a.splits,
                        limit=a.limit, concurrency=a.concurrency or 1, thinking=a.thinking or 'auto', max_think_tokens=a.max_think_tokens or MAX_THINK_TOKENS,
-                       progress=not (a.json or LOG_QUIET()))
+                       exact_ids=not a.top_only, progress=not (a.json or LOG_QUIET()))
     questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)
     return run_served(cfg, questions, images, a.out, labels=a.labels)
 
@@ -635,6 +635,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument('--top-logprobs', type=int, help="top logprobs asked for (default: 20; a server's lower cap is used, with a note)")
     g.add_argument('--concurrency', type=int, help='requests in flight at once (default: 1; the records are the same at any concurrency)')
     g.add_argument('--text-only', action='store_true', help='ask for no logprobs: only the text readouts (for a server that refuses logprobs)')
+    g.add_argument('--top-only', action='store_true', help="vLLM: the top logprobs alone, not also those of every id a readout reads (logprob_token_ids)")
     g.add_argument('--no-images', action='store_true', help="send the questions alone: a language model's answers without the image")
     g.add_argument('--chat-template-kwargs', metavar='KEY=VALUE,…', help="passed to the server's chat template, e.g. enable_thinking=false")
 

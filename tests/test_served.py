@@ -250,3 +250,8 @@ def test_vllm_asked_for_every_readouts_ids(bench, tok, tmp_path, capsys):
         assert json.loads((tmp_path/name/'manifest.json').read_text())['identity']['request']['exact_ids'] is True
     assert (cover['exact'].loc[['two_token', 'eight_token', 'derived']] == 1).all().all()
     assert (cover['older'].loc['two_token'] == 0).all() and (cover['older'].loc['derived'] == 1).all()
+    with FakeServer(owned_by='vllm', ids='vllm', id_of=ids, token_ids=True) as fake:
+        code, err = run(capsys, *served(bench, fake.url, tmp_path/'top', '--tokenizer', tok, '--top-only'))
+    assert code == 0, err
+    assert all('logprob_token_ids' not in b for b in fake.requests)
+    assert json.loads((tmp_path/'top/manifest.json').read_text())['identity']['request']['exact_ids'] is False
