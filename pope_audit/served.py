@@ -545,7 +545,7 @@ def served_vs_local(served:str|os.PathLike, # a served run folder
                          both_decided=len(both), same=sum(x == y for x, y in both)))
     m = [(ml, ms) for k in keys if (ml := _margin(recs['local'][k])) is not None and (ms := _margin(recs['served'][k])) is not None]
     gaps = [abs(a - b) for a, b in m]
-    return pd.DataFrame(rows).set_index('readout'), dict(
+    return pd.DataFrame(rows).set_index('readout').round(3), dict(
         questions=len(keys), greedy_same=sum(recs['local'][k].greedy_id == recs['served'][k].greedy_id for k in keys),
         margins=len(m), margin_max_diff=round(max(gaps), 3) if gaps else None,
         margin_corr=round(float(np.corrcoef(np.array(m).T)[0, 1]), 3) if len(m) > 2 else None)
