@@ -77,9 +77,10 @@ runpy.run_path(sys.argv[0], run_name='__main__')
 
 
 def quiet(cmd:list, env:dict):
-    "Run a converter; its output shown only when it fails."
+    "Run a converter; its output shown only when it fails, under the converter's name."
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode: sys.exit(f'{Path(cmd[1]).name} failed (exit {r.returncode}):\n' + (r.stdout + r.stderr)[-3000:])
+    name = next(Path(c).name for c in cmd[1:] if c.endswith('.py') and Path(c).name != 'shim.py')
+    if r.returncode: sys.exit(f'{name} failed (exit {r.returncode}):\n' + (r.stdout + r.stderr)[-3000:])
 
 
 def served_template(template:str) -> str:
