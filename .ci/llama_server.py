@@ -135,6 +135,11 @@ if __name__ == '__main__':
         if src == 'smollm2':
             from pope_audit.smollm2 import smollm2_dir
             src = smollm2_dir()
+        cfg = Path(src)/'config.json'
+        if not cfg.is_file(): p.error(f'--convert: {src} is not a transformers model folder (no config.json)')
+        import json
+        if (kind := json.loads(cfg.read_text()).get('model_type')) != 'llava':
+            p.error(f"--convert: {cfg} names model_type {kind!r}; the converters here take a LLaVA-1.5-architecture model ('llava')")
         print(*convert(Path(src), Path(a.convert[1])), sep='\n')
     if a.serve:
         import time

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from fastcore.basics import patch
 from .core import InputError, error_line, note
-from .tokens import get_template, probe, Template, LLAVA_EIGHT, SINGLE_WORD, unescape, chat_template_of, trailing_difference
-from .reasoning import Thinking, MARKERS, thinking_switch, opens_block, think_block
+from .tokens import get_template, probe, Template, SINGLE_WORD, unescape, chat_template_of, trailing_difference
+from .reasoning import Thinking, MARKERS, thinking_switch, template_switch, opens_block, think_block
 
 # %% auto #0
 __all__ = ['PROMPT_PRESETS', 'FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt',
@@ -157,8 +157,7 @@ def think_state(processor, # the model's processor (or a tokenizer)
         tmpl, _ = chat_template_of(processor)
         renderer = processor if hasattr(processor, 'apply_chat_template') else tok
         msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': 'Is there a dog?'}]}]
-        try: switch = thinking_switch(lambda **kw: renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False, **kw))
-        except Exception: switch = None
+        switch = template_switch(renderer, msgs, chat_template=tmpl)
     thinking.settings(switch, template.text)            # refuses `on` where nothing switches thinking on
     thinks, opened = thinking.thinks(switch, template.text), opens_block(template.text)
     m = opened or next((m for m in MARKERS.values() if m.start in vocab and m.end in vocab), None)
@@ -195,8 +194,7 @@ def prompt(self:Family, question:str) -> str:
 @patch
 def candidate_ids(self:Family) -> list[int]:
     "Ids whose logits every record keeps: the paper's eight (if in range), every surface id and the derived set."
-    ids = {i for s in (LLAVA_EIGHT, self.probe.surface, self.probe.derived) for l in s.values() for i in l}
-    return sorted(i for i in ids if 0 <= i < self.vocab_size)
+    return self.probe.candidate_ids(self.vocab_size)
 
 # %% ../nbs/models/05a_family.ipynb #5e0b2a1e
 @patch

@@ -11,7 +11,7 @@ from .core import InputError
 
 # %% auto #0
 __all__ = ['MARKERS', 'THINKING_MODES', 'MAX_THINK_TOKENS', 'THINKING_SWITCHES', 'SAMPLE_REASONING', 'Markers', 'strip_reasoning',
-           'answer_position', 'Switch', 'thinking_switch', 'opens_block', 'Thinking', 'think_block']
+           'answer_position', 'Switch', 'thinking_switch', 'template_switch', 'opens_block', 'Thinking', 'think_block']
 
 # %% ../nbs/foundation/01a_reasoning.ipynb #cb116f53
 @dataclass(frozen=True)
@@ -77,6 +77,14 @@ def thinking_switch(render:Callable[..., str]|None, # renders the generation pro
         on, off = render(**{k: True}), render(**{k: False})
         if on != off: return Switch(k, plain == on)
     return None
+
+def template_switch(renderer, # a processor or tokenizer with a chat template
+                    msgs:list[dict], # the messages to render
+                    **kw, # further `apply_chat_template` arguments (e.g. `chat_template`)
+                   ) -> Switch|None:
+    "`thinking_switch` of `renderer`'s chat template for `msgs`; None where the template cannot render them."
+    try: return thinking_switch(lambda **v: renderer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False, **kw, **v))
+    except Exception: return None
 
 def opens_block(prompt:str, markers=None) -> Markers|None:
     "The markers whose opening one ends `prompt` (whitespace aside): the template opens the block itself."

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, JsonlAppender, repair_jsonl_tail, note, progress, error_line, quiet_libraries
 from .readouts import Record
-from .reasoning import MARKERS, MAX_THINK_TOKENS, THINKING_SWITCHES, Thinking, strip_reasoning, thinking_switch
+from .reasoning import MARKERS, MAX_THINK_TOKENS, THINKING_SWITCHES, Thinking, strip_reasoning, template_switch
 from .tokens import SINGLE_WORD
 from .runconfig import RunFolder, diff, describe_diff, image_hashes, images_identity, _now, environment
 from .runstatus import identity_hash, run_status
@@ -18,8 +18,8 @@ from .runstatus import identity_hash, run_status
 # %% auto #0
 __all__ = ['SERVER_KINDS', 'OWNERS', 'ServedConfig', 'ServerError', 'Client', 'make_client', 'served_models', 'choose_model',
            'server_kind', 'data_url', 'asks_ids', 'request_body', 'answer_position', 'thinking_of', 'parse_completion',
-           'IdMap', 'id_map', 'readout_token_ids', 'served_probe', 'served_record', 'opened_block', 'preflight',
-           'served_identity', 'run_served', 'served_thinking', 'free_port', 'llama_server', 'served_vs_local']
+           'IdMap', 'id_map', 'served_probe', 'served_record', 'opened_block', 'preflight', 'served_identity',
+           'run_served', 'served_thinking', 'free_port', 'llama_server', 'served_vs_local']
 
 # %% ../nbs/running/06c_served.ipynb #51bcc0db
 SERVER_KINDS = ('auto', 'vllm', 'sglang', 'llamacpp', 'openai')   # what --server-kind takes (auto: told by /v1/models)
@@ -250,12 +250,6 @@ def id_map(probe, tok=None) -> IdMap:
     enc = (lambda s: tok.encode(s, add_special_tokens=False)) if tok is not None else None
     return IdMap(probe.derived, probe.surface, by_text, enc)
 
-def readout_token_ids(pr, vocab:int) -> tuple[int, ...]:
-    "Every id a logit readout reads: the probe's derived and surface forms and LLaVA's two and eight ids (those inside the vocabulary)."
-    from pope_audit.tokens import LLAVA_TWO, LLAVA_EIGHT
-    ids = {i for d in (pr.derived, pr.surface, LLAVA_TWO, LLAVA_EIGHT) for side in ('yes', 'no') for i in d.get(side, [])}
-    return tuple(sorted(i for i in ids if 0 <= i < vocab))
-
 def served_probe(cfg:ServedConfig):
     "The probe of the served model's tokenizer under its own chat template (what the server renders), and the id map; (None, None, None) for a text-only run."
     if cfg.text_only: return None, None, None
@@ -416,7 +410,7 @@ def run_served(cfg:ServedConfig, # the server, the model and the request setting
     questions, imgs = select_work(questions, images if cfg.images or images is not None else _NoImages(), cfg, labels)
     tok, pr, idm = served_probe(cfg)
     cfg = served_thinking(cfg, tok)
-    if pr is not None: cfg = dataclasses.replace(cfg, readout_ids=readout_token_ids(pr, len(tok)))
+    if pr is not None: cfg = dataclasses.replace(cfg, readout_ids=tuple(pr.candidate_ids(len(tok))))
     client = make_client(cfg)
     first = questions.iloc[0]
     cfg, model, kind, notes = preflight(cfg, client, first, imgs)
@@ -438,10 +432,7 @@ def served_thinking(cfg:ServedConfig, tok=None) -> ServedConfig:
     "`--thinking on/off` sent as the chat template's switch (the tokenizer's own variable, else `enable_thinking`), unless `--chat-template-kwargs` already sets one."
     if cfg.thinking == 'auto' or any(k in cfg.chat_template_kwargs for k in THINKING_SWITCHES): return cfg
     key, msgs = THINKING_SWITCHES[0], [{'role': 'user', 'content': 'Is there a dog?'}]
-    if tok is not None and getattr(tok, 'chat_template', None):
-        try: sw = thinking_switch(lambda **kw: tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False, **kw))
-        except Exception: sw = None                      # a template that takes no plain-text message: the common name is sent
-        if sw: key = sw.key
+    if tok is not None and getattr(tok, 'chat_template', None) and (sw := template_switch(tok, msgs)): key = sw.key   # else the common name
     return dataclasses.replace(cfg, chat_template_kwargs={**cfg.chat_template_kwargs, key: cfg.thinking == 'on'})
 
 def _ask(cfg, client, kind, model, imgs, image, text) -> dict:
@@ -519,7 +510,7 @@ def llama_server(model:str|os.PathLike, # a GGUF language model
 
 # %% ../nbs/running/06c_served.ipynb #25296ea1
 def _margin(r) -> float|None:
-    "The derived readout's margin: best yes id minus best no id (None where either is missing)."
+    "The derived margin over the ids a record holds: exact for a served record, whose missing ids lie below every returned one (`readouts.margin` wants them all)."
     y = [r.logits[i] for i in r.derived['yes'] if i in r.logits]; n = [r.logits[i] for i in r.derived['no'] if i in r.logits]
     return max(y) - max(n) if y and n else None
 
@@ -530,12 +521,12 @@ def served_vs_local(served:str|os.PathLike, # a served run folder
     "Per readout, each run's pooled F1 and unknown rate and how often the two decide alike; and how close the derived margins and greedy tokens are."
     import numpy as np
     from pope_audit.readouts import READOUTS
-    from pope_audit.scoring import read_records, load_answers, score_summary
-    recs = {n: {(r.split, r.question_id): r for r in read_records(p)} for n, p in (('served', served), ('local', local))}
+    from pope_audit.scoring import load_answers, score_summary
+    answers = {n: load_answers(str(p)) for n, p in (('served', served), ('local', local))}       # each run read once
+    recs = {n: {(r.split, r.question_id): r for r in a.records} for n, a in answers.items()}
     keys = sorted(recs['served'].keys() & recs['local'].keys())
     if not keys: raise InputError('the two runs share no question', served, field='questions')
-    pooled = {n: score_summary(load_answers(str(p)), n_boot=0)['scores'].query("split == 'pooled'").set_index('readout')
-              for n, p in (('served', served), ('local', local))}
+    pooled = {n: score_summary(a, n_boot=0)['scores'].query("split == 'pooled'").set_index('readout') for n, a in answers.items()}
     rows = []
     for name in readouts:
         a = [(READOUTS[name](recs['local'][k]), READOUTS[name](recs['served'][k])) for k in keys]

@@ -517,6 +517,11 @@ class Probe:
                     surface=self.surface, texts={str(k): v for k, v in self.texts.items()}, **({'think': self.think} if self.think else {}),
                     answers=self.answers.assign(ids=self.answers.ids.map(list)).to_dict('records'))
 
+    def candidate_ids(self, vocab:int|None=None) -> list[int]:
+        "The ids every logit readout reads: the paper's eight (those below `vocab`, default this vocabulary's size), every surface id and the derived set."
+        ids = {i for s in (LLAVA_EIGHT, self.surface, self.derived) for l in s.values() for i in l}
+        return sorted(i for i in ids if 0 <= i < (vocab or self.vocab_size))
+
 def _answer_row(tok, prompt, label, form, sep, used) -> dict:
     ids, replaced = join_answer(tok, prompt, sep + form)
     verdict = MERGES if replaced else 'single token' if len(ids) == 1 else f'{len(ids)} tokens'
