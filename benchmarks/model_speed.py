@@ -2,8 +2,8 @@
 around the real SmolLM2-135M-Instruct.
 
 Training: the seconds each shipped model's `training.json` recorded (the run that made the shipped weights, with its
-thread count), not re-measured here (minutes each; `--retrain` re-measures SmolLM2's at the shipped settings in a scratch
-folder). Loading: each in a fresh process with an empty cache, the first load (assembly: for SmolLM2 the GGUF is checked,
+thread count), not re-measured here (minutes each; `--retrain` re-measures SmolLM2's by replaying its recorded calls in a scratch
+folder, about an hour). Loading: each in a fresh process with an empty cache, the first load (assembly: for SmolLM2 the GGUF is checked,
 de-quantised and built into LLaVA) and a later load (the cached folder), each to a `load_adapter` family ready to run.
 Reports wall and CPU seconds, the load average while measured, and each model's ratio to the tiny LLaVA-1.5.
 
@@ -45,10 +45,8 @@ for name, (make, asset) in MODELS.items():
                      later_load_wall_s=statistics.median(w for w, _ in later), later_load_cpu_s=statistics.median(c for _, c in later)))
 if a.retrain:
     t0 = time.time()
-    from pope_audit.smollm2 import build_smollm2_assets
-    shipped = json.loads((ASSET/'training.json').read_text())
-    build_smollm2_assets(**{k: shipped[k] for k in ('n_scenes', 'tower_steps', 'align_steps', 'projector_steps', 'batch_size', 'lr', 'seed')},
-                         threads=1, progress=False)
+    from pope_audit.smollm2 import replay_smollm2
+    replay_smollm2()                                       # every recorded call, in order, with the thread count they ran with
     rows[-1]['train_s_now'] = round(time.time() - t0, 1)
 import pandas as pd
 t = pd.DataFrame(rows).set_index('model')

