@@ -76,7 +76,9 @@ def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch
         t_run = time.time() - (t0 if not pages else t1)
         said = DEMO_NOTE if m == 'tiny' else _smollm2_note(n_img, seed)
         if m == 'tiny' and 'smollm2' in folders:
-            said += f' The same benchmark through a real pretrained language model (SmolLM2-135M-Instruct): {folders["smollm2"].relative_to(out)}/report.html.'
+            k = qs_all.image.nunique() if smollm2_images is None else min(smollm2_images, qs_all.image.nunique())
+            said += (f' The questions of the first {k} images, through a real pretrained language model (SmolLM2-135M-Instruct): '
+                     f'{folders["smollm2"].relative_to(out)}/report.html.')
         pages.append(write_report(rd, d, title='POPE readout audit: built-in demo' + (' (SmolLM2-135M-Instruct, real pretrained weights)' if m == 'smollm2' else ''),
                                   questions_label=f'the built-in synthetic benchmark ({n_img} images, seed {seed}); not a POPE version',
                                   note=said + f' (This run: {len(qs)} questions on {n_img} images, model run in {t_run:.0f} s; scoring and this report came after.)'))

@@ -195,4 +195,4 @@ def test_default_demo_runs_both(smol, tmp_path, capsys):
     out = capsys.readouterr().out
     tiny, real = read_records(tmp_path/'d'/'run'), read_records(tmp_path/'d'/'smollm2'/'run')
     assert (len(tiny), len(real)) == (54, 36) and sorted({r.image for r in real}) == sorted({r.image for r in tiny})[:2]
-    assert 'SmolLM2-135M-Instruct (real pretrained weights):' in out and 'smollm2/report.html' in (tmp_path/'d'/'report.md').read_text()
+    assert 'SmolLM2-135M-Instruct (real pretrained weights):' in out and 'The questions of the first 2 images, through a real pretrained' in (tmp_path/'d'/'report.md').read_text()
