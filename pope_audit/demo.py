@@ -54,6 +54,8 @@ def demo(out:str|os.PathLike='pope-demo', n_images:int=500, seed:int=2026, batch
         ) -> Path:
     "Build the synthetic POPE, run the shipped model(s) on all three splits (with a few corrections beside them), and write the report(s) to `out`; return the first report."
     if model not in (*DEMO_MODELS, 'both'): raise InputError(f'unknown demo model {model!r} (one of {", ".join(DEMO_MODELS)}, both)', field='model')
+    if smollm2_images is not None and not (isinstance(smollm2_images, int) and smollm2_images >= 1):
+        raise InputError(f'SmolLM2 needs at least one image, got {smollm2_images!r} (None: all of them)', field='smollm2_images')
     out, t0 = Path(out), time.time()
     folders = {m: (out if i == 0 else out/m) for i, m in enumerate(DEMO_MODELS if model == 'both' else [model])}
     src = {m: str(tiny_vlm_dir()) if m == 'tiny' else None for m in folders}

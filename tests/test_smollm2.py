@@ -196,3 +196,12 @@ def test_default_demo_runs_both(smol, tmp_path, capsys):
     tiny, real = read_records(tmp_path/'d'/'run'), read_records(tmp_path/'d'/'smollm2'/'run')
     assert (len(tiny), len(real)) == (54, 36) and sorted({r.image for r in real}) == sorted({r.image for r in tiny})[:2]
     assert 'SmolLM2-135M-Instruct (real pretrained weights):' in out and 'The questions of the first 2 images, through a real pretrained' in (tmp_path/'d'/'report.md').read_text()
+
+
+def test_smollm2_images_refused(tmp_path, capsys):
+    "A share of no images, or a negative one, is refused before anything is written (on the command line: argparse's usage, then one error line, exit 2)."
+    from pope_audit.demo import demo
+    with pytest.raises(InputError, match="field 'smollm2_images'"): demo(tmp_path/'d', n_images=3, smollm2_images=0)
+    code, out, err = run_cli(capsys, 'demo', '--smollm2-images', '-3', '--out', tmp_path/'d', '--images', '3')
+    assert code == 2 and "argument --smollm2-images: a whole number ≥ 0, not '-3'" in err.strip().splitlines()[-1], err
+    assert not (tmp_path/'d').exists()
