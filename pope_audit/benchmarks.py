@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 from .core import InputError
+from .registry import BENCHMARKS
 from . import data, mme, amber, naturalbench, hallusionbench
 import pope_audit.scoring   # registers each benchmark's official rule as a readout
 
 # %% auto #0
-__all__ = ['BENCHMARKS', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of', 'benchmark_inputs', 'benchmark_groups',
-           'one_benchmark', 'mme_section', 'benchmark_scores']
+__all__ = ['POPE', 'MME', 'AMBER', 'NATURALBENCH', 'HALLUSIONBENCH', 'Benchmark', 'register', 'find_benchmark', 'benchmark_of',
+           'benchmark_inputs', 'benchmark_groups', 'one_benchmark', 'mme_section', 'benchmark_scores']
 
 # %% ../nbs/benchmarks/01b_benchmarks.ipynb #7298765d
 @dataclass(frozen=True)
@@ -71,16 +72,13 @@ def _mme_load(sources, labels=None, splits=None):
 
 def _mme_headline(preds:pd.DataFrame) -> pd.DataFrame: return mme.mme_scores(preds)
 
-# the benchmark registry: name -> `Benchmark`
-BENCHMARKS: dict[str, Benchmark] = {}
 
 def register(b:Benchmark) -> Benchmark:
-    "Add `b` to `BENCHMARKS` (each name once)."
-    if b.name in BENCHMARKS: raise ValueError(f'a benchmark named {b.name!r} is already registered')
-    BENCHMARKS[b.name] = b
+    "Add `b` to `BENCHMARKS` (each name once; the same benchmark defined again replaces itself)."
+    BENCHMARKS.add(b.name, b)
     return b
 
-register(Benchmark(
+POPE = register(Benchmark(
     'pope', 'POPE (Li et al., 2023)', "POPE's JSON Lines files (one per split), LLaVA's question file + labels",
     dict(id='lmms-lab/POPE', split='test', columns=dict(question_id='id', question='the question', answer='yes or no',
          image_source='COCO image name', image='the image', category='the split')),
@@ -88,7 +86,7 @@ register(Benchmark(
     groups='splits (adversarial, popular, random)', pairs=None, dimensions={},
     rule='pope_parse', metrics='accuracy, precision, recall, F1, yes ratio per split', headline=_pope_headline, group_names=data.SPLITS));
 
-register(Benchmark(
+MME = register(Benchmark(
     'mme', 'MME (Fu et al., 2023)', "the eval tool's 14 subtask files, image<TAB>question<TAB>answer",
     mme.MME_HUB, _mme_load, mme.read_hf_mme, mme.MMEImages, lambda s: mme.is_mme_folder(s) or (str(s).startswith('hf:') and 'mme' in str(s).lower()),
     groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(mme.MME_GROUPS),
@@ -102,7 +100,7 @@ def _amber_load(sources, labels=None, splits=None):
 def _amber_hub(source=None, split=None):
     raise InputError("AMBER is not on the hub: give its data folder (query_discriminative.json and annotations.json from its repository)", source, field='questions')
 
-register(Benchmark(
+AMBER = register(Benchmark(
     'amber', 'AMBER (Wang et al., 2023), discriminative task', "its data folder: query_discriminative.json (or query/) and annotations.json",
     dict(id='none (the repository junyangwang0410/AMBER and its image archive)', split='', columns={}),
     _amber_load, _amber_hub, data.ImageFolder, amber.is_amber_source,
@@ -117,7 +115,7 @@ def _naturalbench_load(sources, labels=None, splits=None):
     if sources[0].startswith('hf:'): return naturalbench.read_hf_naturalbench(sources[0][3:])
     return naturalbench.read_naturalbench_questions(sources[0]), None
 
-register(Benchmark(
+NATURALBENCH = register(Benchmark(
     'naturalbench', 'NaturalBench (Li et al., 2024), yes/no groups', "the hub's rows (one per group), or the repository's fine-tuning test split test_set.json (not the benchmark proper)",
     naturalbench.NATURALBENCH_HUB, _naturalbench_load, naturalbench.read_hf_naturalbench, data.ImageFolder,
     lambda s: naturalbench.is_naturalbench_source(s) or (str(s).startswith('hf:') and 'naturalbench' in str(s).lower()),
@@ -131,7 +129,7 @@ def _hallusion_load(sources, labels=None, splits=None):
     if sources[0].startswith('hf:'): return hallusionbench.read_hf_hallusion(sources[0][3:])
     return hallusionbench.read_hallusion_questions(sources[0], splits), None
 
-register(Benchmark(
+HALLUSIONBENCH = register(Benchmark(
     'hallusionbench', 'HallusionBench (Guan et al., 2024)', "HallusionBench.json (its repository); images from its hallusion_bench.zip, by each row's filename",
     hallusionbench.HALLUSION_HUB, _hallusion_load, hallusionbench.read_hf_hallusion, data.ImageFolder,
     lambda s: hallusionbench.is_hallusion_source(s) or (str(s).startswith('hf:') and 'hallusion' in str(s).lower()),

@@ -426,9 +426,11 @@ def cmd_ls(a):
     from pope_audit.readouts import READOUTS
     from pope_audit.tokens import TEMPLATES
     from pope_audit.benchmarks import BENCHMARKS
+    from pope_audit.scoring import LAYOUTS
     rows = {'readouts': [(n, r.description) for n, r in READOUTS.items()],
             'templates': [(n, f'join {t.sep!r:<4} {t.text!r}') for n, t in TEMPLATES.items()],
-            'benchmarks': [(n, b.describe()) for n, b in BENCHMARKS.items()]}[a.what]
+            'benchmarks': [(n, b.describe()) for n, b in BENCHMARKS.items()],
+            'layouts': [(str(i), l) for i, l in enumerate(LAYOUTS, 1)]}[a.what]
     if a.json: return [dict(name=n, description=d) for n, d in rows]
     w = max(len(n) for n, _ in rows)
     print('\n'.join(f'{n:<{w}}  {d}' for n, d in rows))
@@ -547,8 +549,8 @@ def _batch(v:str):
 def parser() -> argparse.ArgumentParser:
     "The `pope-audit` argument parser."
     from pope_audit.reasoning import THINKING_MODES, MAX_THINK_TOKENS
-    from pope_audit.choices import (POLICIES, READOUT_NAMES as READOUTS, TIE_RULES, KINDS, LAYOUTS, TEMPLATE_NAMES as TEMPLATES, DTYPES,
-                                    QUANTIZATIONS, CORRECTION_NAMES as CORRECTIONS, BENCHMARK_NAMES, RESAMPLE)    # names as plain data: --help loads no model stack
+    from pope_audit.registry import (POLICIES, READOUTS, TIE_RULES, KINDS, TEMPLATES, DTYPES, QUANTIZATIONS, CORRECTIONS,
+                                     BENCHMARKS, RESAMPLE)    # names of lazy entries: --help loads no model stack
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
@@ -585,7 +587,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
     s = add('score', cmd_score, 'score answer files or records under every applicable readout')
-    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, of one benchmark, scored as one run: ' + '; '.join(LAYOUTS))
+    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, of one benchmark, scored as one run (the layouts read: pope-audit ls layouts)')
     answers(s)
     s.add_argument('--readouts', help=f"comma-separated readout names ({readout_names}), or a predictions table's columns (default: all that apply)")
     s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
@@ -601,7 +603,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--model', help='hub id or local folder (or model: in --config)')
     questions(s, required=True)
     s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
-    s.add_argument('--benchmark', choices=list(BENCHMARK_NAMES), help='the benchmark the questions are (default: detected from the question files)')
+    s.add_argument('--benchmark', choices=list(BENCHMARKS), help='the benchmark the questions are (default: detected from the question files)')
     s.add_argument('--out', required=True, help='output folder (made if missing; resumed if it holds the same run)')
     s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
     s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the model's own chat template where it places the image, else the family's preset)")
@@ -668,8 +670,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records; missing folders are made; an older Parquet file '
                    'there is replaced, any other existing file, and the run\'s own files, are refused)')
 
-    s = add('ls', cmd_ls, 'list readouts, template presets, model families or benchmarks')
-    s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks'], help='what to list')
+    s = add('ls', cmd_ls, 'list readouts, template presets, model families, benchmarks or the answer-file layouts score reads')
+    s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks', 'layouts'], help='what to list')
 
     s = add('lint', cmd_lint, "find the yes/no readout in evaluation code and check it against the model's tokenizer and template")
     s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')

@@ -14,9 +14,10 @@ from .models import Family, Encoded
 from .engine import Engine, Prefix
 from .tokens import Template
 from .readouts import READOUTS, _max, correction_labels, CORRECTION_METHODS
+from .registry import CORRECTIONS
 
 # %% auto #0
-__all__ = ['PARTS', 'CORRECTIONS', 'FLOAT32_MAX', 'LOGIT_BOUND', 'DISTURBANCES', 'yes_no_margin', 'apc_keep', 'corrected_logits',
+__all__ = ['PARTS', 'FLOAT32_MAX', 'LOGIT_BOUND', 'DISTURBANCES', 'yes_no_margin', 'apc_keep', 'corrected_logits',
            'contrast_quantities', 'ImageWork', 'register_correction', 'check_finite', 'check_apc_beta', 'Correction',
            'batched_logits', 'Contrastive', 'diffusion_alpha_bar', 'noise_seed', 'diffusion_noise', 'VCD', 'disturbed',
            'ICD', 'image_free', 'VDD']
@@ -69,9 +70,6 @@ PARTS = {'extra_forward': 'one more forward pass per question',
          'attention_capture': "decoder attention routed through the engine's attention function, to read",
          'external_encoder': 'an encoder outside the VLM (e.g. CLIP)'}
 
-# the correction registry: name -> class
-CORRECTIONS: dict[str, type] = {}
-
 @dataclasses.dataclass
 class ImageWork:
     "What the baseline computed for one image, handed to every correction."
@@ -86,11 +84,9 @@ class ImageWork:
 
 def register_correction(cls:type) -> type:
     "Add a correction class to `CORRECTIONS` (names are unique and may not shadow a readout; a re-run of the same class replaces it)."
-    old = CORRECTIONS.get(cls.name)
-    rerun = old is not None and old.__qualname__ == cls.__qualname__      # its defining code ran again (a notebook re-run)
-    if not cls.name or (old is not None and not rerun) or cls.name in list(READOUTS): raise ValueError(f'correction name {cls.name!r} is empty or already taken')
+    if not cls.name or cls.name in READOUTS.names(): raise ValueError(f'correction name {cls.name!r} is empty or already taken')
     if bad := [p for p in cls.needs if p not in PARTS]: raise ValueError(f'unknown part(s) {bad} (known: {", ".join(PARTS)})')
-    CORRECTIONS[cls.name] = cls
+    CORRECTIONS.add(cls.name, cls, cls.__module__)      # another class under a taken name is refused; a re-run of the same class replaces it
     CORRECTION_METHODS.add(cls.name)   # its labels name readouts of its quantities
     return cls
 

@@ -37,8 +37,8 @@ def parse_value(text:str):
     return t
 
 def load_methods():
-    "Import the modules that register the grounding methods (`grounding`) and CLIP certainty (`clip_certainty`)."
-    import pope_audit.grounding, pope_audit.clip_certainty
+    "Load every registered correction, the grounding methods (`grounding`) and CLIP certainty (`clip_certainty`) included."
+    CORRECTIONS.load_all()
 
 def parse_correction(spec:str|dict|Correction) -> Correction:
     "A correction from `NAME[:key=value,...]`, from a dict (`name` or `method`, and parameters or `params`), or as given."

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 import torch
 from fastcore.basics import patch
 from .core import InputError, error_line, note
+from .registry import FAMILIES, QUANTIZATIONS, DTYPES
 from .tokens import get_template, probe, Template, SINGLE_WORD, unescape, chat_template_of, trailing_difference
 from .reasoning import Thinking, MARKERS, thinking_switch, template_switch, opens_block, think_block
 
 # %% auto #0
-__all__ = ['PROMPT_PRESETS', 'FAMILIES', 'QUANTIZATIONS', 'DTYPES', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt',
-           'think_state', 'register_family', 'bnb_config', 'bnb_4bit_config']
+__all__ = ['PROMPT_PRESETS', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt', 'think_state', 'register_family',
+           'bnb_config', 'bnb_4bit_config']
 
 # %% ../nbs/models/05a_family.ipynb #ae63e21c
 @dataclass
@@ -255,26 +256,15 @@ def decoder_layers(self:Family) -> torch.nn.ModuleList:
     raise RuntimeError('no language-model decoder layers found')
 
 # %% ../nbs/models/05a_family.ipynb #9f7f2e0c
-# the family registry: name -> family class
-FAMILIES: dict[str, type[Family]] = {}
-
 def register_family(cls:type[Family]) -> type[Family]:
     "Add a family class to `FAMILIES` (a name or model type already taken is an error)."
-    old = FAMILIES.get(cls.family)
-    rerun = old is not None and old is not cls and old.__qualname__ == cls.__qualname__   # its defining code ran again (a notebook re-run)
-    if not cls.family or (old is not None and not rerun): raise ValueError(f'family name {cls.family!r} is empty or already registered')
-    taken = {t: f for f, c in FAMILIES.items() for t in c.model_types if f != cls.family}
+    if not cls.family: raise ValueError('a family needs a name')
+    taken = {t: f for f, c in FAMILIES.loaded().items() for t in c.model_types if f != cls.family}   # the families loaded so far
     if clash := [t for t in cls.model_types if t in taken]: raise ValueError(f'model type {clash[0]!r} is already served by {taken[clash[0]]!r}')
-    FAMILIES[cls.family] = cls
-    return cls
+    return FAMILIES.add(cls.family, cls, cls.__module__)
 
 
 # %% ../nbs/models/05a_family.ipynb #fe86a3ba
-# the weight quantizations a model loads with
-QUANTIZATIONS = ('nf4', 'int8')
-# the dtypes a model loads in
-DTYPES = ('float32', 'float16', 'bfloat16')
-
 def bnb_config(quantization:str='nf4', # 'nf4' (4-bit NF4, double quantisation) or 'int8'
                compute_dtype=torch.float16, # dtype of 4-bit matmuls
               ):

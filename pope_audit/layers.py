@@ -8,12 +8,12 @@ import ast
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['LAYERS', 'RUN_EXTRA', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'computed_imports', 'cycles', 'upward',
-           'layer_table', 'draw_layers', 'needs_run_extra']
+__all__ = ['LAYERS', 'LAZY_LOADER', 'RUN_EXTRA', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'computed_imports',
+           'cycles', 'upward', 'layer_table', 'draw_layers', 'needs_run_extra']
 
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
 LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
-    'foundation': ('core', 'paper', 'choices', 'reasoning', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
+    'foundation': ('core', 'paper', 'registry', 'reasoning', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
     'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'relabel', 'scoring', 'benchmarks', 'builder', 'synthetic'),
     'appendix': ('reconstruct', 'survey', 'confounds', 'attention', 'controls'),
     'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm', 'tinythink', 'smollm2'),
@@ -51,10 +51,13 @@ def import_graph(pkg:Path|None=None) -> dict[str, set[str]]:
     return {m: {t for n in ast.walk(ast.parse(p.read_text())) for t in _targets(n, files) if t in files and t != m}
             for m, p in files.items()}
 
+# the one module allowed a computed import: the registry, whose lazy entries are declared 'module:object' paths (checked by `lazy_entries`)
+LAZY_LOADER = 'registry'
+
 def computed_imports(pkg:Path|None=None) -> list[str]:
-    "Modules that import by a computed name (`import_module`, `__import__`), which the graph cannot see."
+    "Modules that import by a computed name (`import_module`, `__import__`), which the graph cannot see (the registry's lazy loader aside)."
     pkg = Path(pkg or package_dir())
-    return [p.stem for p in sorted(pkg.glob('*.py')) if any(isinstance(n, ast.Name) and n.id == '__import__' or
+    return [p.stem for p in sorted(pkg.glob('*.py')) if p.stem != LAZY_LOADER and any(isinstance(n, ast.Name) and n.id == '__import__' or
             isinstance(n, (ast.Attribute, ast.Name)) and getattr(n, 'attr', getattr(n, 'id', None)) == 'import_module'
             for n in ast.walk(ast.parse(p.read_text())))]
 

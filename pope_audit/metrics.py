@@ -7,17 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from .core import InputError
+from .registry import POLICIES, RESAMPLE
 
 # %% auto #0
-__all__ = ['POLICIES', 'METRIC_COLS', 'RESAMPLE', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table',
-           'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci',
-           'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
-           'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
+__all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table', 'counted_yes', 'count_matrix',
+           'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci', 'percentile_interval',
+           'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect', 'diff_se', 'min_detectable',
+           'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
 # %% ../nbs/foundation/04_metrics.ipynb #35f61c04
-# the unknown-answer policies
-POLICIES = ('wrong', 'no', 'yes', 'drop', 'lmms-eval', 'vlmevalkit')
-
 def confusion(preds, labels) -> dict[str, int]:
     "Counts `tp, fp, tn, fn` and unknowns on positives (`up`) and negatives (`un`)."
     p, l = np.asarray(preds, dtype=object), np.asarray(labels, dtype=object)
@@ -91,9 +89,7 @@ def metric_of(t, metric:str) -> np.ndarray:
                 'accuracy': (ktp + ktn) / n, 'yes_rate': (ktp + kfp) / n, 'yes_bias': (ktp + kfp - tp - fn) / n}[metric]
 
 # %% ../nbs/foundation/04_metrics.ipynb #7d9cbe4a
-# what an interval resamples: whole images (all of an image's questions together, the default) or single questions
-RESAMPLE = ('images', 'questions')
-
+# what an interval resamples (`RESAMPLE`): whole images (all of an image's questions together, the default) or single questions
 def cluster_codes(clusters, n:int) -> np.ndarray:
     "Each question's cluster as an integer 0..G−1 (`None`: every question its own cluster)."
     if clusters is None: return np.arange(n)

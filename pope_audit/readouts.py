@@ -11,14 +11,14 @@ from .core import InputError, need, is_number
 from .reasoning import strip_reasoning
 from .data import norm_label, need_str, checked_qid
 from .tokens import LLAVA_TWO, LLAVA_EIGHT
-from .choices import CORRECTION_NAMES
+from .registry import READOUTS, CORRECTIONS, TIE_RULES
 
 
 # %% auto #0
-__all__ = ['SCHEMA', 'TIE_RULES', 'CORRECTION_METHODS', 'READOUTS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout',
-           'CorrectionReadout', 'correction_readout', 'correction_labels', 'compare', 'top_k_maxima', 'max_readout',
-           'exact_tie', 'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum',
-           'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope', 'applicable']
+__all__ = ['SCHEMA', 'CORRECTION_METHODS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
+           'correction_readout', 'correction_labels', 'compare', 'top_k_maxima', 'max_readout', 'exact_tie', 'margin',
+           'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy',
+           'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope', 'applicable']
 
 # %% ../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -109,8 +109,6 @@ def _corrections(cs, file=None, line=None) -> dict:
     return cs
 
 # %% ../nbs/foundation/03_readouts.ipynb #e4349535
-TIE_RULES = ('decoder', 'ge')   # exact tie: the lowest tying id wins, as argmax does | yes wins (max yes ≥ max no)
-
 def check_tie(tie:str) -> str:
     "`tie` if it is one of `TIE_RULES`, else an InputError."
     if tie not in TIE_RULES: raise InputError(f'tie rule must be one of {TIE_RULES}, got {tie!r}', field='ties')
@@ -135,28 +133,19 @@ class Readout:
         "Does `rec` carry what this readout needs?"
         return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text, 'judge': rec.judge}[self.needs] is not None
 
-# the correction methods whose labels (`vcd`, `vcd:alpha=0.5`) name readouts: the shipped ones, as plain data; registering a correction adds its name
-CORRECTION_METHODS: set[str] = set(CORRECTION_NAMES)
+# the correction methods whose labels (`vcd`, `vcd:alpha=0.5`) name readouts: the registry's names; registering a correction adds its name
+CORRECTION_METHODS: set[str] = set(CORRECTIONS.names())
 
-class _Registry(dict):
-    "The registered readouts; a correction's label (`vcd`, `vcd:alpha=0.5`) also resolves, to the readout of its quantities."
-    @staticmethod
-    def _correction(name) -> bool:
-        return isinstance(name, str) and name.partition(':')[0] in CORRECTION_METHODS
-    def __missing__(self, name):
-        if self._correction(name): return correction_readout(name)
-        raise KeyError(name)
-    def __contains__(self, name): return dict.__contains__(self, name) or self._correction(name)
+def _correction_label(name) -> Readout|None:
+    "The readout of a correction's label (`vcd`, `vcd:alpha=0.5`), which `READOUTS` resolves beside its registered names."
+    return correction_readout(name) if isinstance(name, str) and name.partition(':')[0] in CORRECTION_METHODS else None
 
-# the readout registry: name -> `Readout`
-READOUTS: dict[str, Readout] = _Registry()
+READOUTS.fallback = _correction_label
 
 def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
     "Register a readout function under `name` (each name once; the same function defined again replaces itself)."
     def deco(fn):
-        old = dict.get(READOUTS, name)   # a chapter that registers what its module registers runs the same function twice
-        if old is not None and old.fn.__qualname__ != fn.__qualname__: raise ValueError(f'a readout named {name!r} is already registered')
-        READOUTS[name] = Readout(name, needs, fn, description, tie_sensitive)
+        READOUTS.add(name, Readout(name, needs, fn, description, tie_sensitive), fn.__module__)   # a chapter re-running its module's cell replaces it
         fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
     return deco

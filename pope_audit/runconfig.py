@@ -8,7 +8,7 @@ import dataclasses, datetime, fcntl, hashlib, json, math, os, platform, socket, 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from .core import InputError, atomic_write
-from .choices import DTYPES, QUANTIZATIONS      # not from models: that imports torch, and `score --out` writes an environment
+from .registry import DTYPES, QUANTIZATIONS      # not from models: that imports torch, and `score --out` writes an environment
 from .reasoning import Thinking, MAX_THINK_TOKENS
 
 # %% auto #0

@@ -22,7 +22,7 @@ from .readers import (lmms_response, TABLE_SUFFIXES, read_table, JoinCheck, answ
 
 
 # %% auto #0
-__all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'is_records_export', 'detect_kind',
+__all__ = ['LAYOUTS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUDITED', 'is_records_export', 'detect_kind',
            'read_llava_answers', 'lmms_task_split', 'read_lmms_log', 'read_vlmeval_table', 'record_object',
            'parse_record', 'read_records', 'read_predictions', 'read_line_aligned', 'Answers', 'answer_files',
            'load_answers', 'mme_rule', 'lmms_mme_rule', 'amber_rule', 'naturalbench_rule', 'hallusion_rule',
@@ -32,8 +32,25 @@ __all__ = ['KINDS', 'LMMS_TASKS', 'DECISIONS', 'READERS', 'NEEDS', 'TOOLS', 'AUD
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #ec36648f
 # the answer-file kinds `load_answers` reads
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
-from .choices import LAYOUTS     # every layout `load_answers` reads, as plain data for the command line's help
+from .registry import KINDS
+# every layout `load_answers` reads, in words (`pope-audit ls`)
+LAYOUTS = [
+    "LLaVA answer file (.jsonl: question_id, prompt, text), as LLaVA 1.5's model_vqa_loader writes it",
+    'lmms-eval sample log, 0.2.0 layout ({task}.json holding a logs list, each with doc)',
+    'lmms-eval sample log, 0.2.x-0.3 layout (.jsonl, each line with doc)',
+    "lmms-eval sample log, 0.4 and later (…_samples_{task}.jsonl, no doc: doc_id is a position in the split's questions; needs --questions)",
+    'lmms-eval output folder (one file per task: pope_adv, pope_pop, pope_random)',
+    'VLMEvalKit POPE result table (.xlsx/.tsv/.csv: index a row number, category comma-joined splits, image_path, question, answer, prediction)',
+    "lmms-eval sample logs of the other benchmarks' tasks: MME, hallusion_bench_image, naturalbench, and amber_g (its discriminative docs: question_id, task_type, text, truth; a generative doc is refused)",
+    'VLMEvalKit result tables of the other benchmarks: MME, HallusionBench, AMBER (category an AMBER type string; joined by image_path and question) and NaturalBenchDataset (a type column; rows in index order, four per 2x2 group)',
+    "the paper's package's predictions (pope-audit 0.1.1 on PyPI: .txt, one answer per line, aligned to the one POPE file given with --questions)",
+    'a predictions table (question_id, label, split, yes/no columns)',
+    "MME result folder (MME's eval_tool layout: one <subtask>.txt per subtask, image, question, answer and the model's response tab-separated)",
+    "AMBER response JSON (a list of {id, response}, as AMBER's inference.py reads it)",
+    'NaturalBench answers (a JSON list of responses, one per item of the question file, in its order)',
+    "HallusionBench result JSON (its rows with model_prediction, and a judge's reply in judge_reply when there is one)",
+    'a pope-audit run folder or records.jsonl',
+]
 
 def _table_kind(cols, path) -> str:
     cols = set(cols)

@@ -169,7 +169,7 @@ def fast_readouts() -> set[str]:
     from pope_audit import readouts as R
     own = dict(two_token=R.two_token, eight_token=R.eight_token, derived=R.derived, surface_sum=R.surface_sum, surface_mass=R.surface_mass,
                greedy=R.greedy, pope_parse=R.pope_parse, lmms_exact=R.lmms_exact, vlmeval_yorn=R.vlmeval_yorn)
-    return {n for n, f in own.items() if dict.get(READOUTS, n) is not None and READOUTS[n].fn is f}
+    return {n for n, f in own.items() if n in READOUTS.names() and READOUTS[n].fn is f}
 
 def block_decisions(b:Block, names, tie:str) -> dict[str, np.ndarray]:
     "Every readout in `names` (those of `fast_readouts`) on a block: codes (-1 where it does not apply), `moved:` flags and the `tie` column."

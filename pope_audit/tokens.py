@@ -12,9 +12,10 @@ from datetime import date
 from pathlib import Path
 import pandas as pd
 from .core import InputError, atomic_write, cache_dir, error_line, sha256_file, shared_dir
+from .registry import TEMPLATES
 
 # %% auto #0
-__all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'TEMPLATES', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
+__all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE',
            'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_metadata', 'gguf_chat_templates',
            'find_chat_template', 'gguf_without_torch', 'auto_tokenizer', 'class_note', 'load_tokenizer',
            'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'encoded_join',
@@ -221,8 +222,8 @@ class Template:
         if self.answer_sep is not None: return self.answer_sep
         return '' if self.text[-1:].isspace() else ' '
 
-# the template presets: name -> `Template`
-TEMPLATES = {t.name: t for t in [
+# the template presets, registered in `TEMPLATES` (name -> `Template`)
+for t in [
     Template('llava15', 'USER: <image>\n{question}\nASSISTANT:', ' '),
     Template('llava15-single-word', 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:', ' '),
     Template('llava15-vicuna', VICUNA_SYSTEM + 'USER: <image>\n{question}' + SINGLE_WORD + ' ASSISTANT:', ' '),
@@ -231,7 +232,7 @@ TEMPLATES = {t.name: t for t in [
              '<|vision_start|><|image_pad|><|vision_end|>{question}' + SINGLE_WORD + '<|im_end|>\n<|im_start|>assistant\n', ''),
     Template('instructblip', '{question}' + SINGLE_WORD, ' '),
     Template('mplug-owl2', 'USER: <|image|>{question}' + SINGLE_WORD + ' ASSISTANT:', ' '),
-]}
+]: TEMPLATES.add(t.name, t)
 
 _ESCAPES = re.compile(r'\\(\\|n|t)')
 
@@ -300,7 +301,7 @@ CHAT_PRESETS = [   # each model's chat template rendered for one image and one q
              _TF + "src/transformers/models/paligemma/processing_paligemma.py @04fb9184: build_string_from_input puts the image tokens and "
              "<bos> before the prefix and '\\n' after it ('answer en ...' is its docstring's prefix)"),
 ]
-TEMPLATES.update({t.name: t for t in CHAT_PRESETS})
+for t in CHAT_PRESETS: TEMPLATES.add(t.name, t)
 
 # %% ../nbs/foundation/02_tokens.ipynb #76ea5e2f
 # the surface forms of yes and no
