@@ -78,6 +78,7 @@ def register(b:Benchmark) -> Benchmark:
     BENCHMARKS.add(b.name, b)
     return b
 
+# POPE: three splits of COCO questions, its parser as the rule
 POPE = register(Benchmark(
     'pope', 'POPE (Li et al., 2023)', "POPE's JSON Lines files (one per split), LLaVA's question file + labels",
     dict(id='lmms-lab/POPE', split='test', columns=dict(question_id='id', question='the question', answer='yes or no',
@@ -86,6 +87,7 @@ POPE = register(Benchmark(
     groups='splits (adversarial, popular, random)', pairs=None, dimensions={},
     rule='pope_parse', metrics='accuracy, precision, recall, F1, yes ratio per split', headline=_pope_headline, group_names=data.SPLITS));
 
+# MME: 14 subtasks, two questions per image
 MME = register(Benchmark(
     'mme', 'MME (Fu et al., 2023)', "the eval tool's 14 subtask files, image<TAB>question<TAB>answer",
     mme.MME_HUB, _mme_load, mme.read_hf_mme, mme.MMEImages, lambda s: mme.is_mme_folder(s) or (str(s).startswith('hf:') and 'mme' in str(s).lower()),
@@ -100,6 +102,7 @@ def _amber_load(sources, labels=None, splits=None):
 def _amber_hub(source=None, split=None):
     raise InputError("AMBER is not on the hub: give its data folder (query_discriminative.json and annotations.json from its repository)", source, field='questions')
 
+# AMBER's discriminative task
 AMBER = register(Benchmark(
     'amber', 'AMBER (Wang et al., 2023), discriminative task', "its data folder: query_discriminative.json (or query/) and annotations.json",
     dict(id='none (the repository junyangwang0410/AMBER and its image archive)', split='', columns={}),
@@ -115,6 +118,7 @@ def _naturalbench_load(sources, labels=None, splits=None):
     if sources[0].startswith('hf:'): return naturalbench.read_hf_naturalbench(sources[0][3:])
     return naturalbench.read_naturalbench_questions(sources[0]), None
 
+# NaturalBench: 2x2 groups of questions and images
 NATURALBENCH = register(Benchmark(
     'naturalbench', 'NaturalBench (Li et al., 2024), yes/no groups', "the hub's rows (one per group), or the repository's fine-tuning test split test_set.json (not the benchmark proper)",
     naturalbench.NATURALBENCH_HUB, _naturalbench_load, naturalbench.read_hf_naturalbench, data.ImageFolder,
@@ -129,6 +133,7 @@ def _hallusion_load(sources, labels=None, splits=None):
     if sources[0].startswith('hf:'): return hallusionbench.read_hf_hallusion(sources[0][3:])
     return hallusionbench.read_hallusion_questions(sources[0], splits), None
 
+# HallusionBench: answers judged by a language model
 HALLUSIONBENCH = register(Benchmark(
     'hallusionbench', 'HallusionBench (Guan et al., 2024)', "HallusionBench.json (its repository); images from its hallusion_bench.zip, by each row's filename",
     hallusionbench.HALLUSION_HUB, _hallusion_load, hallusionbench.read_hf_hallusion, data.ImageFolder,

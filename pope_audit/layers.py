@@ -4,26 +4,34 @@
 
 # %% ../nbs/interface/91_architecture.ipynb #38116e8c
 from __future__ import annotations
-import ast
+import ast, re
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['LAYERS', 'LAZY_LOADER', 'RUN_EXTRA', 'layer_of', 'may_import', 'package_dir', 'import_graph', 'computed_imports',
-           'cycles', 'upward', 'layer_table', 'draw_layers', 'needs_run_extra']
+__all__ = ['LAYER_ORDER', 'LAYERS', 'LAZY_LOADER', 'RUN_EXTRA', 'package_dir', 'module_notebooks', 'layer_of', 'may_import',
+           'import_graph', 'computed_imports', 'cycles', 'upward', 'layer_table', 'draw_layers', 'needs_run_extra']
 
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
-LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
-    'foundation': ('core', 'paper', 'registry', 'reasoning', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
-    'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'relabel', 'scoring', 'benchmarks', 'builder', 'synthetic'),
-    'appendix': ('reconstruct', 'survey', 'confounds', 'attention', 'controls'),
-    'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm', 'tinythink', 'smollm2'),
-    'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
-    'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'served', 'stream'),
-    'interface': ('report', 'demo', 'audit', 'precision', 'lint_files', 'lint_ast', 'lint_values', 'lint_interp', 'lint_find', 'lint_verdicts', 'lint', 'cli', 'layers'),
-}
+# the layers, bottom to top: each a folder of nbs/ (a module's layer is the folder its notebook sits in)
+LAYER_ORDER = ('foundation', 'benchmarks', 'appendix', 'models', 'corrections', 'running', 'interface')
+
+def package_dir() -> Path:
+    "The folder of the installed package's modules."
+    return Path(__file__).parent if '__file__' in globals() else Path('../../pope_audit')
+
+_SOURCE = re.compile(r'File to edit: \.\./nbs/(\w+)/(\S+?)\.ipynb')
+
+def module_notebooks(pkg:Path|None=None) -> dict[str, tuple[str, str]]:
+    "Module -> (layer folder, notebook) as each generated module's header names them."
+    pkg = Path(pkg or package_dir())
+    found = {p.stem: _SOURCE.search(p.read_text()[:1000]) for p in sorted(pkg.glob('*.py')) if not p.stem.startswith('_')}
+    return {m: (s[1], s[2]) for m, s in found.items() if s}
+
+# bottom to top: layer -> its modules, in the order of their notebooks
+LAYERS = {l: tuple(m for m, (f, _) in sorted(module_notebooks().items(), key=lambda kv: kv[1][1]) if f == l) for l in LAYER_ORDER}
 
 def layer_of(module:str) -> str:
-    "The layer `module` belongs to (a KeyError for a module the table does not place)."
+    "The layer `module` belongs to (a KeyError for a module no layer holds)."
     return next(l for l, ms in LAYERS.items() if module in ms) if any(module in ms for ms in LAYERS.values()) else {}[module]
 
 def may_import(a:str, b:str) -> bool:
@@ -32,10 +40,6 @@ def may_import(a:str, b:str) -> bool:
     return order.index(layer_of(b)) <= order.index(layer_of(a))
 
 # %% ../nbs/interface/91_architecture.ipynb #9cc5ffff
-def package_dir() -> Path:
-    "The folder of the installed package's modules."
-    return Path(__file__).parent if '__file__' in globals() else Path('../../pope_audit')
-
 def _targets(node, modules) -> set:
     if isinstance(node, ast.Import): return {a.name.split('.')[1] for a in node.names if a.name.startswith('pope_audit.')}
     if not isinstance(node, ast.ImportFrom): return set()

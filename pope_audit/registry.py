@@ -73,6 +73,11 @@ class Registry(Mapping):
             raise ValueError(f'a {self.kind} named {name!r} is already registered')
         self._lazy[name] = path
 
+    def remove(self, name:str):
+        "Forget a loaded, undeclared entry (a chapter cleaning up after a demonstration)."
+        if name in self._lazy: raise ValueError(f'{self.kind} {name!r} is declared in the registry and stays')
+        del self._live[name]
+
     def loaded(self) -> dict:
         "The entries imported so far, name -> object (imports nothing)."
         return dict(self._live)
