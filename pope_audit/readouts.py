@@ -289,6 +289,7 @@ SCOPED: dict[str, tuple] = {'repope': ()}   # RePOPE's rule: only when named, or
 
 def applicable(records:list[Record], names=None) -> list[str]:
     "Readouts (in registry order, then the corrections every record carries) that apply to every record."
+    if not names: READOUTS.load_all()        # a benchmark's rule names its groups in `SCOPED` as its module loads
     names = names or [*(n for n in READOUTS if n not in SCOPED or all(r.split in SCOPED[n] for r in records)), *correction_labels(records)]
     return [n for n in names if records and all(READOUTS[n].applies(r) for r in records)]
 

@@ -255,6 +255,7 @@ def stream_predictions(path:str|os.PathLike, # a run folder, a records.jsonl fil
     for n in names or []:
         if n not in READOUTS: raise InputError(f'unknown readout {n!r}; the readouts are: {", ".join(READOUTS)}', field='readouts')
     first = None if names else _first_split(path)     # by default a benchmark's own rule (MME's, AMBER's…) only on its questions
+    if not names: READOUTS.load_all()                 # a benchmark's rule names its groups in `SCOPED` as its module loads
     use = list(names or [n for n in READOUTS if n not in SCOPED or first in SCOPED[n]])
     if path.suffix == '.parquet': parts = _parquet_parts(path, use, tie)      # columns already: one process, a batch at a time
     else:
