@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 import torch
+from fastcore.basics import patch
 from .models import Family, Encoded, ENGINE_FEATURES
 
 # %% auto #0
@@ -105,23 +106,6 @@ def image_share(layer:int, w:torch.Tensor, sc:AttentionScope):
     last = w[:, :, -1, :].float().mean(1)                     # [B, keys]
     sc.store.setdefault('image_share', {})[layer] = (last * sc.image_keys[:, -last.shape[1]:]).sum(1)
 
-# %% ../nbs/models/05c_engine.ipynb #ad3cc684
-class Engine:
-    "Runs a family's model: shared prefix once per image, questions in left-padded batches, greedy continuation."
-    def __init__(self, family:Family): self.family, self.model = family, family.model
-    @property
-    def device(self): return self.family.device
-
-    @torch.no_grad()
-    def prefix(self, enc:Encoded) -> Prefix:
-        "Run what every question of this image shares, once."
-        f = self.family
-        if not f.shares_prefix: return Prefix([], state=f.image_state(enc))
-        head = enc.ids[0][:enc.shared]
-        if any(ids[:enc.shared] != head for ids in enc.ids): raise RuntimeError('questions of one image do not share the image prefix')
-        out = self.model(input_ids=torch.tensor([head], device=self.device), **f.prefix_inputs(enc), use_cache=True, logits_to_keep=1)
-        return Prefix(head, out.cache, f.next_position(enc))
-
 # %% ../nbs/models/05c_engine.ipynb #6f97774a
 def _pad_left(seqs, pad_id, device):
     L = max(map(len, seqs))
@@ -139,45 +123,61 @@ def _fork(cache):
     new.layers = [copy.copy(l) for l in cache.layers]    # new layer objects around the same tensors
     return new
 
-def _first_step(self:Engine, enc:Encoded, pre:Prefix, rows:list[int], attention:bool=False, edits=(), captures=()) -> Step:
-    f, dev, B = self.family, self.device, len(rows)
-    ids, mask = _pad_left([enc.ids[r][len(pre.ids):] for r in rows], f.pad_id, dev)
-    pos = pre.next_pos + (mask.cumsum(1) - 1).clamp(min=0)
-    am = torch.cat([torch.ones(B, len(pre.ids), dtype=torch.long, device=dev), mask], 1)
-    keys = torch.cat([torch.tensor(pre.ids, dtype=torch.long, device=dev).expand(B, -1), ids], 1)
-    cache = None
-    if pre.cache is not None:
-        cache = _fork(pre.cache)
-        if B > 1: cache.batch_repeat_interleave(B)
-    inputs = dict(input_ids=ids) if pre.state is None else dict(inputs_embeds=f.embed(enc, rows, pre.state, ids))
-    caps = list(captures) + ([image_share] if attention else [])
-    routed = bool(caps or edits)
-    with (attention_scope(f, keys == f.image_token_id, edits, caps) if routed else _nullscope()) as sc:
-        out = f.text_model()(**inputs, attention_mask=am, position_ids=f.position_ids(pos), cache=cache,
-                             use_cache=True, logits_to_keep=1)
-    share = torch.stack([v for _, v in sorted(sc.store['image_share'].items())], 1).cpu() if attention else None
-    st = Step(out.logits[:, -1].float(), out.cache, pos[:, -1], am, share)
-    if routed: st.scope = sc
-    return st
-
 @contextmanager
 def _nullscope(): yield None
 
-Engine.first_step = torch.no_grad()(_first_step)
-Engine.first_step.__doc__ = "Logits at the last prompt position for questions `rows`, from the image's prefix (optionally capturing or editing attention)."
 
-# %% ../nbs/models/05c_engine.ipynb #f15984a5
-@torch.no_grad()
-def _step(self:Engine, tokens:torch.Tensor, st:Step) -> torch.Tensor:
-    f = self.family
-    st.pos = st.pos + 1
-    st.mask = torch.cat([st.mask, torch.ones_like(st.mask[:, :1])], 1)
-    out = f.text_model()(input_ids=tokens[:, None], attention_mask=st.mask, position_ids=f.position_ids(st.pos[:, None]),
-                         cache=st.cache, use_cache=True, logits_to_keep=1)
-    st.cache = out.cache
-    return out.logits[:, -1].float()
-Engine.step = _step
-Engine.step.__doc__ = "One more greedy step for every row of `st` (updates it in place); returns the new logits."
+# %% ../nbs/models/05c_engine.ipynb #ad3cc684
+class Engine:
+    "Runs a family's model: shared prefix once per image, questions in left-padded batches, greedy continuation."
+    def __init__(self, family:Family): self.family, self.model = family, family.model
+    @property
+    def device(self): return self.family.device
+
+    @torch.no_grad()
+    def prefix(self, enc:Encoded) -> Prefix:
+        "Run what every question of this image shares, once."
+        f = self.family
+        if not f.shares_prefix: return Prefix([], state=f.image_state(enc))
+        head = enc.ids[0][:enc.shared]
+        if any(ids[:enc.shared] != head for ids in enc.ids): raise RuntimeError('questions of one image do not share the image prefix')
+        out = self.model(input_ids=torch.tensor([head], device=self.device), **f.prefix_inputs(enc), use_cache=True, logits_to_keep=1)
+        return Prefix(head, out.cache, f.next_position(enc))
+
+    @torch.no_grad()
+    def first_step(self, enc:Encoded, pre:Prefix, rows:list[int], attention:bool=False, edits=(), captures=()) -> Step:
+        "Logits at the last prompt position for questions `rows`, from the image's prefix (optionally capturing or editing attention)."
+        f, dev, B = self.family, self.device, len(rows)
+        ids, mask = _pad_left([enc.ids[r][len(pre.ids):] for r in rows], f.pad_id, dev)
+        pos = pre.next_pos + (mask.cumsum(1) - 1).clamp(min=0)
+        am = torch.cat([torch.ones(B, len(pre.ids), dtype=torch.long, device=dev), mask], 1)
+        keys = torch.cat([torch.tensor(pre.ids, dtype=torch.long, device=dev).expand(B, -1), ids], 1)
+        cache = None
+        if pre.cache is not None:
+            cache = _fork(pre.cache)
+            if B > 1: cache.batch_repeat_interleave(B)
+        inputs = dict(input_ids=ids) if pre.state is None else dict(inputs_embeds=f.embed(enc, rows, pre.state, ids))
+        caps = list(captures) + ([image_share] if attention else [])
+        routed = bool(caps or edits)
+        with (attention_scope(f, keys == f.image_token_id, edits, caps) if routed else _nullscope()) as sc:
+            out = f.text_model()(**inputs, attention_mask=am, position_ids=f.position_ids(pos), cache=cache,
+                                 use_cache=True, logits_to_keep=1)
+        share = torch.stack([v for _, v in sorted(sc.store['image_share'].items())], 1).cpu() if attention else None
+        st = Step(out.logits[:, -1].float(), out.cache, pos[:, -1], am, share)
+        if routed: st.scope = sc
+        return st
+
+    @torch.no_grad()
+    def step(self, tokens:torch.Tensor, st:Step) -> torch.Tensor:
+        "One more greedy step for every row of `st` (updates it in place); returns the new logits."
+        f = self.family
+        st.pos = st.pos + 1
+        st.mask = torch.cat([st.mask, torch.ones_like(st.mask[:, :1])], 1)
+        out = f.text_model()(input_ids=tokens[:, None], attention_mask=st.mask, position_ids=f.position_ids(st.pos[:, None]),
+                             cache=st.cache, use_cache=True, logits_to_keep=1)
+        st.cache = out.cache
+        return out.logits[:, -1].float()
+
 
 # %% ../nbs/models/05c_engine.ipynb #9f961c89
 def first_step_result(logits:torch.Tensor, # [B, V] first-step logits
@@ -194,10 +194,14 @@ def first_step_result(logits:torch.Tensor, # [B, V] first-step logits
         out.append(dict(greedy_id=int(greedy[b]), logits=dict(zip(ids, logits[b, ids].tolist())), topk=top[b].tolist(), logsumexp=float(lse[b])))
     return out
 
+@patch
 @torch.no_grad()
-def _answer(self:Engine, image, questions:list[str], batch_size:int=8, max_new_tokens:int=16, topk:int=10,
-            attention:bool=False) -> list[dict]:
-    f = self.family
+def answer(self:Engine, image, questions:list[str], batch_size:int=8, max_new_tokens:int=16, topk:int=10,
+           attention:bool=False) -> list[dict]:
+    "First-step results and greedy continuation for each question about one image, with the engine features the family has proven."
+    f, feats = self.family, self.family.features
+    if not feats['prefix']: return self.answer_uncached(image, questions, max_new_tokens, topk)
+    batch_size, attention = batch_size if feats['batching'] else 1, attention and feats['attention']
     enc = f.encode(image, questions)
     pre, cand, results = self.prefix(enc), f.candidate_ids(), []
     for s in range(0, len(questions), batch_size):
@@ -219,12 +223,13 @@ def _answer(self:Engine, image, questions:list[str], batch_size:int=8, max_new_t
                 r['attention'] = dict(image_share=sum(per) / len(per), per_layer=per)
         results += res
     return results
-Engine.answer = _answer
-Engine.answer.__doc__ = "First-step results and greedy continuation for each question about one image."
+
 
 # %% ../nbs/models/05c_engine.ipynb #7fe29889
+@patch
 @torch.no_grad()
-def _answer_uncached(self:Engine, image, questions:list[str], max_new_tokens:int=16, topk:int=10) -> list[dict]:
+def answer_uncached(self:Engine, image, questions:list[str], max_new_tokens:int=16, topk:int=10) -> list[dict]:
+    "Each question alone through `generate` over its whole prompt: no shared prefix, no batch, no capture."
     f, cand, out = self.family, self.family.candidate_ids(), []
     for q in questions:
         inp = f.full_inputs(image, q)
@@ -233,15 +238,7 @@ def _answer_uncached(self:Engine, image, questions:list[str], max_new_tokens:int
         r.update(text=f.tokenizer.decode(g.sequences[0, inp['input_ids'].shape[1]:], skip_special_tokens=True).strip(), batch_size=1)
         out.append(r)
     return out
-Engine.answer_uncached = _answer_uncached
-Engine.answer_uncached.__doc__ = "Each question alone through `generate` over its whole prompt: no shared prefix, no batch, no capture."
 
-def _answer_proven(self:Engine, image, questions:list[str], batch_size:int=8, max_new_tokens:int=16, topk:int=10, attention:bool=False) -> list[dict]:
-    feats = self.family.features
-    if not feats['prefix']: return self.answer_uncached(image, questions, max_new_tokens, topk)
-    return _answer(self, image, questions, batch_size if feats['batching'] else 1, max_new_tokens, topk, attention and feats['attention'])
-Engine.answer = _answer_proven
-Engine.answer.__doc__ = "First-step results and greedy continuation for each question about one image, with the engine features the family has proven."
 
 # %% ../nbs/models/05c_engine.ipynb #315d76a0
 def cache_bytes_per_token(config, # the language model's config (or a VLM config holding `text_config`)
@@ -270,13 +267,14 @@ def free_memory(device) -> int:
     return 8 << 30
 
 # %% ../nbs/models/05c_engine.ipynb #14ba4521
-def _batch_size_for(self:Engine, enc:Encoded, free_bytes:int|None=None) -> int:
+@patch
+def batch_size_for(self:Engine, enc:Encoded, free_bytes:int|None=None) -> int:
     "The batch size that fits the device's free memory (or `free_bytes`) for this image's prefix."
     bpv = 4 if self.model.dtype == torch.float32 else 2
     tokens = enc.shared if self.family.shares_prefix else max(map(len, enc.ids))
     per_q = tokens * cache_bytes_per_token(self.model.config, bpv) + 4 * self.family.vocab_size
     return auto_batch_size(free_memory(self.device) if free_bytes is None else free_bytes, per_q)
-Engine.batch_size_for = _batch_size_for
+
 
 # %% ../nbs/models/05c_engine.ipynb #5e9ca27e
 @torch.no_grad()

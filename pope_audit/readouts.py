@@ -5,6 +5,7 @@
 # %% ../nbs/foundation/03_readouts.ipynb #199452e2
 from __future__ import annotations
 import functools, math, re
+import numpy as np
 from dataclasses import dataclass, fields, replace
 from typing import Callable
 from .core import InputError, need, is_number
@@ -15,10 +16,11 @@ from .registry import READOUTS, CORRECTIONS, TIE_RULES
 
 
 # %% auto #0
-__all__ = ['SCHEMA', 'CORRECTION_METHODS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout', 'CorrectionReadout',
-           'correction_readout', 'correction_labels', 'compare', 'top_k_maxima', 'max_readout', 'exact_tie', 'margin',
-           'two_token', 'eight_token', 'derived', 'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy',
-           'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope', 'applicable']
+__all__ = ['SCHEMA', 'CORRECTION_METHODS', 'CODES', 'LABELS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout',
+           'CorrectionReadout', 'correction_readout', 'correction_labels', 'Block', 'compare', 'top_k_maxima',
+           'max_readout', 'exact_tie', 'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout',
+           'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope',
+           'applicable']
 
 # %% ../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -122,6 +124,7 @@ class Readout:
     fn: Callable
     description: str
     tie_sensitive: bool = False  # a max readout: `fn` takes the tie rule
+    vector: Callable|None = None # the same rule on a whole `Block`, `vector(block, readout)`: codes, and the exact ties if tie-sensitive
     def __call__(self, rec:Record, tie:str='decoder') -> str:
         check_tie(tie)
         if self.needs == 'text' and rec.text is not None:    # every text rule reads the answer, not the reasoning before it
@@ -132,6 +135,14 @@ class Readout:
     def applies(self, rec:Record) -> bool:
         "Does `rec` carry what this readout needs?"
         return {'logits': rec.logits, 'greedy': rec.greedy_id, 'text': rec.text, 'judge': rec.judge}[self.needs] is not None
+    def columns(self, b:Block, tie:str='decoder') -> tuple[np.ndarray, np.ndarray|None]:
+        "Codes of every record of `b` at once (`CODES`; -1 where it does not apply) and, if tie-sensitive, which records the tie rule moves."
+        check_tie(tie)
+        if self.vector is None: raise ValueError(f'readout {self.name!r} has no vectorised form: apply it record by record')
+        if not self.tie_sensitive: return self.vector(b, self), None
+        code, eq = self.vector(b, self)
+        moved = eq & (code == 0)                 # an exact tie the decoder's rule gives to no: 'ge' gives it to yes
+        return (np.where(eq, 1, code).astype(np.int8) if tie == 'ge' else code), moved
 
 # the correction methods whose labels (`vcd`, `vcd:alpha=0.5`) name readouts: the registry's names; registering a correction adds its name
 CORRECTION_METHODS: set[str] = set(CORRECTIONS.names())
@@ -142,10 +153,10 @@ def _correction_label(name) -> Readout|None:
 
 READOUTS.fallback = _correction_label
 
-def readout(name:str, needs:str, description:str, tie_sensitive:bool=False):
-    "Register a readout function under `name` (each name once; the same function defined again replaces itself)."
+def readout(name:str, needs:str, description:str, tie_sensitive:bool=False, vector:Callable|None=None):
+    "Register a readout function under `name` (each name once; the same function defined again replaces itself), with its vectorised form if any."
     def deco(fn):
-        READOUTS.add(name, Readout(name, needs, fn, description, tie_sensitive), fn.__module__)   # a chapter re-running its module's cell replaces it
+        READOUTS.add(name, Readout(name, needs, fn, description, tie_sensitive, vector), fn.__module__)   # a chapter re-running its module's cell replaces it
         fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
     return deco
@@ -168,6 +179,133 @@ def correction_labels(records) -> list[str]:
     "Labels of the corrections every record carries (in the first record's order)."
     cs = [r.corrections or {} for r in records]
     return [l for l in cs[0] if all(l in c for c in cs)] if cs else []
+
+# %% ../nbs/foundation/03_readouts.ipynb #52440ca1
+# a decision -> its code in the vectorised readouts' arrays
+CODES = {'yes': 1, 'no': 0, 'unknown': 2}
+# a code -> its decision
+LABELS = np.array(['no', 'yes', 'unknown'], dtype=object)
+
+def _idkey(ids) -> tuple:
+    "An id set as a hashable `(yes ids, no ids)`; a missing set and empty lists give empty tuples (every readout treats them alike)."
+    return (tuple(ids.get('yes') or ()), tuple(ids.get('no') or ())) if ids else ((), ())
+
+class Block:
+    "Records as columns: logits flattened (row, id, value), id sets interned, greedy ids, texts, served floors; what the vectorised readouts read."
+    def __init__(self):
+        self.n, self.has_logits, self.lrow, self.lid, self.lval = 0, [], [], [], []
+        self.sets, self.dkey, self.skey, self.greedy, self.texts, self.tkey, self.floor = {}, [], [], [], {}, [], []
+    def key(self, ids) -> int:
+        "The index of an id set (interned)."
+        return self.sets.setdefault(_idkey(ids), len(self.sets))
+    def add(self, rec:Record):
+        "Append one record."
+        if rec.logits is not None:
+            self.lrow.extend([self.n] * len(rec.logits)); self.lid.extend(rec.logits); self.lval.extend(rec.logits.values())
+        self.has_logits.append(rec.logits is not None)
+        self.dkey.append(self.key(rec.derived)); self.skey.append(self.key(rec.surface))
+        self.greedy.append(rec.greedy_id); self.tkey.append(-1 if rec.text is None else self.texts.setdefault(rec.text, len(self.texts)))
+        served = rec.served.get('tokens') if rec.served else None
+        self.floor.append(min(t[1] for t in served) if served else np.nan)   # the floor `top_k_maxima` reads; NaN: not served
+        self.n += 1
+    def arrays(self) -> Block:
+        "Freeze the lists into numpy arrays."
+        self.has_logits, self.dkey, self.skey = np.asarray(self.has_logits, bool), np.asarray(self.dkey, np.int64), np.asarray(self.skey, np.int64)
+        self.lrow, self.lid, self.lval = np.asarray(self.lrow, np.int64), np.asarray(self.lid, np.int64), np.asarray(self.lval, np.float64)
+        g = self.greedy
+        self.has_greedy = np.array([x is not None for x in g], bool)
+        self.greedy = np.array([0 if x is None else x for x in g], np.int64)
+        self.tkey, self.texts, self.floor = np.asarray(self.tkey, np.int64), list(self.texts), np.asarray(self.floor, np.float64)
+        self.keys, self._cols = list(self.sets), {}
+        return self
+    def column(self, i:int) -> np.ndarray:
+        "The logit of id `i` in every row (NaN where the record has none)."
+        if i not in self._cols:
+            v, m = np.full(self.n, np.nan), self.lid == i
+            v[self.lrow[m]] = self.lval[m]          # a repeated id: the last value wins, as in the record's dict
+            self._cols[i] = v
+        return self._cols[i]
+    def vmax(self, ids, rows, present:bool=False) -> np.ndarray:
+        "Max logit over `ids` in `rows`: NaN where any of them is missing (with `present`: over those present, NaN where none is)."
+        if not ids: return np.full(len(rows), np.nan)
+        out, both = self.column(ids[0])[rows], np.fmax if present else np.maximum
+        for i in ids[1:]: out = both(out, self.column(i)[rows])
+        return out
+    def by_set(self, which:str):
+        "Rows grouped by their id set (`'derived'` or `'surface'`): `(key, rows)` pairs."
+        k = self.dkey if which == 'derived' else self.skey
+        if len(self.keys) == 1: yield self.keys[0], np.arange(self.n)
+        else:
+            for j in np.unique(k): yield self.keys[j], np.flatnonzero(k == j)
+    def exact_ties(self) -> np.ndarray:
+        "`exact_tie` of every record: its max yes and max no logits over its derived set, every id present, are equal."
+        eq = np.zeros(self.n, bool)
+        for (yes, no), rows in self.by_set('derived'):
+            if yes and no: eq[rows] = self.vmax(yes, rows) == self.vmax(no, rows)
+        return eq
+
+# %% ../nbs/foundation/03_readouts.ipynb #1acc1b00
+def _max_codes(b:Block, key:tuple, rows) -> tuple[np.ndarray, np.ndarray]:
+    "`max_readout` under the decoder's tie rule for `rows` with one id set: codes (1 yes, 0 no, 2 unknown) and the exact-tie mask."
+    yes, no = key
+    code = np.full(len(rows), 2, np.int8)
+    if not yes or not no: return code, np.zeros(len(rows), bool)
+    y, n, floor = b.vmax(yes, rows), b.vmax(no, rows), b.floor[rows]
+    part = (np.isnan(y) | np.isnan(n)) & ~np.isnan(floor)     # a served record missing ids: the maxima its top-k fixes (`top_k_maxima`)
+    if part.any():
+        y[part], n[part] = b.vmax(yes, rows[part], present=True), b.vmax(no, rows[part], present=True)
+        lone = part & (np.isnan(y) != np.isnan(n))             # one side came back: it wins if above the floor
+        other = np.where(np.isnan(n), y, n)
+        code[lone & (other > floor)] = np.where(np.isnan(n), 1, 0)[lone & (other > floor)]
+    both = ~(np.isnan(y) | np.isnan(n))
+    code[both] = np.where(y[both] > n[both], 1, 0)
+    eq = both & (y == n)
+    if eq.any():                                   # argmax: the lowest tying id wins
+        done = ~eq
+        for i in sorted(set(yes) | set(no)):
+            hit = ~done & (b.column(i)[rows] == y)
+            code[hit] = 1 if i in yes else 0
+            done |= hit
+    return code, eq
+
+def _max_columns(b:Block, ro:Readout|None=None, ids='derived') -> tuple[np.ndarray, np.ndarray]:
+    "A max readout over fixed `ids`, or each record's derived set (`'derived'`), on every record: codes under the decoder's rule (-1 without logits) and exact ties."
+    code, eq = np.full(b.n, 2, np.int8), np.zeros(b.n, bool)
+    for key, rows in (b.by_set('derived') if ids == 'derived' else [(_idkey(ids), np.arange(b.n))]):
+        code[rows], eq[rows] = _max_codes(b, key, rows)
+    return np.where(b.has_logits, code, -1).astype(np.int8), eq & b.has_logits
+
+def _side(b:Block, ids, rows, lse:bool) -> tuple[np.ndarray, list]:
+    "Sum (or log-sum-exp) of the logits of `ids` in `rows`, added in the set's order, and the columns it added."
+    vs = [b.column(i)[rows] for i in ids]
+    if not lse: return functools.reduce(np.add, vs), vs
+    m = functools.reduce(np.maximum, vs)
+    return m + np.log(functools.reduce(np.add, [np.exp(v - m) for v in vs])), vs
+
+def _aggregate_columns(b:Block, ro:Readout|None=None, lse:bool=False) -> np.ndarray:
+    "`surface_sum` (or `surface_mass` with `lse`) on every record (-1 without logits); near-equal contrasts recomputed exactly."
+    code = np.full(b.n, 2, np.int8)
+    for (yes, no), rows in b.by_set('surface'):
+        if not yes or not no: continue
+        (a, ya), (c, na) = _side(b, yes, rows, lse), _side(b, no, rows, lse)
+        ok = ~(np.isnan(a) | np.isnan(c))
+        code[rows[ok]] = np.where(a[ok] >= c[ok], 1, 0)
+        if lse:                                    # numpy's exp and log may differ from math's in the last bit: redo close calls exactly
+            for j in np.flatnonzero(ok & (np.abs(a - c) <= 1e-9 * (1 + np.maximum(np.abs(a), np.abs(c))))):
+                code[rows[j]] = CODES[compare(_lse([float(v[j]) for v in ya]), _lse([float(v[j]) for v in na]))]
+    return np.where(b.has_logits, code, -1).astype(np.int8)
+
+def _greedy_columns(b:Block, ro:Readout) -> np.ndarray:
+    "A greedy-token readout on every record (-1 without a greedy id), once per distinct (greedy id, derived set, surface set)."
+    sets = lambda k: {'yes': list(k[0]), 'no': list(k[1])} if k[0] or k[1] else None
+    uniq, inv = np.unique(np.stack([b.greedy, b.dkey, b.skey]), axis=1, return_inverse=True)
+    table = np.array([CODES[ro(Record('', 0, '', '', 'yes', greedy_id=int(g), derived=sets(b.keys[d]), surface=sets(b.keys[s])))]
+                      for g, d, s in uniq.T.tolist()], np.int8)
+    return np.where(b.has_greedy, table[inv.reshape(-1)], -1).astype(np.int8)
+
+def _text_columns(b:Block, ro:Readout) -> np.ndarray:
+    "A rule of the answer text alone on every record (-1 without a text), once per distinct text."
+    return np.array([CODES[ro(Record('', 0, '', '', 'yes', text=t))] for t in b.texts] + [-1], np.int8)[b.tkey]
 
 # %% ../nbs/foundation/03_readouts.ipynb #e57428f6
 def _max(logits, ids):
@@ -216,13 +354,16 @@ def margin(rec:Record, ids:dict[str, list[int]]|None=None) -> float|None:
     y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
     return None if y is None or n is None else y - n
 
-@readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)', tie_sensitive=True)
+@readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)', tie_sensitive=True,
+         vector=functools.partial(_max_columns, ids=LLAVA_TWO))
 def two_token(rec, tie='decoder'): return max_readout(rec, LLAVA_TWO, tie)
 
-@readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True)
+@readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True,
+         vector=functools.partial(_max_columns, ids=LLAVA_EIGHT))
 def eight_token(rec, tie='decoder'): return max_readout(rec, LLAVA_EIGHT, tie)
 
-@readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)", tie_sensitive=True)
+@readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)", tie_sensitive=True,
+         vector=_max_columns)
 def derived(rec, tie='decoder'): return max_readout(rec, rec.derived, tie)
 
 def _lse(xs): m = max(xs); return m + math.log(sum(math.exp(x - m) for x in xs))
@@ -233,13 +374,15 @@ def aggregate_readout(rec:Record, agg) -> str:
     if not s or not s.get('yes') or not s.get('no') or any(i not in rec.logits for v in s.values() for i in v): return 'unknown'
     return compare(agg([rec.logits[i] for i in s['yes']]), agg([rec.logits[i] for i in s['no']]))
 
-@readout('surface_sum', 'logits', "sum of logits over every id that spells yes vs no (a contrast, not the decoder's rule)")
+@readout('surface_sum', 'logits', "sum of logits over every id that spells yes vs no (a contrast, not the decoder's rule)",
+         vector=functools.partial(_aggregate_columns, lse=False))
 def surface_sum(rec): return aggregate_readout(rec, sum)
 
-@readout('surface_mass', 'logits', "softmax probability mass over every id that spells yes vs no (a contrast)")
+@readout('surface_mass', 'logits', "softmax probability mass over every id that spells yes vs no (a contrast)",
+         vector=functools.partial(_aggregate_columns, lse=True))
 def surface_mass(rec): return aggregate_readout(rec, _lse)   # log of the mass; the normaliser cancels
 
-@readout('greedy', 'greedy', "the greedy first token: yes if it spells yes, no if it spells no, else unknown")
+@readout('greedy', 'greedy', "the greedy first token: yes if it spells yes, no if it spells no, else unknown", vector=_greedy_columns)
 def greedy(rec):
     for ids in (rec.derived, rec.surface):
         if ids:
@@ -248,13 +391,13 @@ def greedy(rec):
     return 'unknown'
 
 # %% ../nbs/foundation/03_readouts.ipynb #be852db3
-@readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before the first "." is No/not/no, else "yes"')
+@readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before the first "." is No/not/no, else "yes"', vector=_text_columns)
 def pope_parse(rec):
     t = rec.text.split('.')[0].replace(',', '')
     words = t.split(' ')
     return 'no' if ('No' in words or 'not' in words or 'no' in words) else 'yes'   # pope-audit: ok  (POPE's rule, kept to rescore with it)
 
-@readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"')
+@readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"', vector=_text_columns)
 def lmms_exact(rec):
     p = rec.text.lower().strip()
     return p if p in ('yes', 'no') else 'unknown'   # pope-audit: ok  (lmms-eval's rule, kept to rescore with it)
@@ -271,14 +414,16 @@ def vqa_punct(text:str) -> str:
         else: out = out.replace(p, ' ')
     return _PERIOD.sub('', out)
 
-@readout('vlmeval_yorn', 'text', 'VLMEvalKit YOrN: yes/no if exactly one of the words "yes", "no" occurs, else unknown')
+@readout('vlmeval_yorn', 'text', 'VLMEvalKit YOrN: yes/no if exactly one of the words "yes", "no" occurs, else unknown',
+         vector=_text_columns)
 def vlmeval_yorn(rec):
     words = vqa_punct(rec.text.lower()).split()
     y, n = 'yes' in words, 'no' in words   # pope-audit: ok  (VLMEvalKit's rule, kept to rescore with it)
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
 # %% ../nbs/foundation/03_readouts.ipynb #6cb4eabd
-@readout('repope', 'text', 'RePOPE compute_answer: "yes" anywhere in the lower-cased text, else "no" (or "not") anywhere, else unknown (RePOPE drops it)')
+@readout('repope', 'text', 'RePOPE compute_answer: "yes" anywhere in the lower-cased text, else "no" (or "not") anywhere, else unknown (RePOPE drops it)',
+         vector=_text_columns)
 def repope(rec):
     t = rec.text.lower()
     return 'yes' if 'yes' in t else 'no' if 'no' in t or 'not' in t else 'unknown'   # pope-audit: ok  (RePOPE's rule, kept to rescore with it)

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .core import InputError, input_file
-from .readouts import Record, READOUTS, SCOPED, check_tie, exact_tie
-from .tokens import LLAVA_TWO, LLAVA_EIGHT
+from .readouts import Record, READOUTS, SCOPED, check_tie
+from .readouts import CODES, LABELS, Block  # moved: the old path still works
 
 # %% auto #0
-__all__ = ['CODES', 'LABELS', 'STREAM_BYTES', 'PARQUET_STRINGS', 'PARQUET_JSON', 'PARQUET_BATCH', 'line_ranges', 'Block',
-           'fast_readouts', 'block_decisions', 'stream_predictions', 'tie_counts', 'stream_answers', 'parquet_schema',
-           'export_parquet']
+__all__ = ['STREAM_BYTES', 'PARQUET_STRINGS', 'PARQUET_JSON', 'PARQUET_BATCH', 'line_ranges', 'fast_readouts', 'block_decisions',
+           'stream_predictions', 'tie_counts', 'stream_answers', 'parquet_schema', 'export_parquet']
 
 # %% ../nbs/running/04c_stream.ipynb #b6cef547
 def line_ranges(path:str|os.PathLike, # a JSON Lines file
@@ -47,147 +46,18 @@ def line_ranges(path:str|os.PathLike, # a JSON Lines file
     return out
 
 # %% ../nbs/running/04c_stream.ipynb #bc279b23
-# a decision -> its code in the rescoring arrays
-CODES = {'yes': 1, 'no': 0, 'unknown': 2}
-# a code -> its decision
-LABELS = np.array(['no', 'yes', 'unknown'], dtype=object)
-
-def _idkey(ids) -> tuple:
-    "An id set as a hashable `(yes ids, no ids)`; a missing set and empty lists give empty tuples (every readout treats them alike)."
-    return (tuple(ids.get('yes') or ()), tuple(ids.get('no') or ())) if ids else ((), ())
-
-class Block:
-    "Records as columns: logits flattened (row, id, value), id sets interned, greedy ids and texts; what the vectorised readouts read."
-    def __init__(self):
-        self.n, self.has_logits, self.lrow, self.lid, self.lval = 0, [], [], [], []
-        self.sets, self.dkey, self.skey, self.greedy, self.texts, self.tkey = {}, [], [], [], {}, []
-    def key(self, ids) -> int:
-        "The index of an id set (interned)."
-        return self.sets.setdefault(_idkey(ids), len(self.sets))
-    def add(self, rec:Record):
-        "Append one record."
-        if rec.logits is not None:
-            self.lrow.extend([self.n] * len(rec.logits)); self.lid.extend(rec.logits); self.lval.extend(rec.logits.values())
-        self.has_logits.append(rec.logits is not None)
-        self.dkey.append(self.key(rec.derived)); self.skey.append(self.key(rec.surface))
-        self.greedy.append(rec.greedy_id); self.tkey.append(-1 if rec.text is None else self.texts.setdefault(rec.text, len(self.texts)))
-        self.n += 1
-    def arrays(self) -> 'Block':
-        "Freeze the lists into numpy arrays."
-        self.has_logits, self.dkey, self.skey = np.asarray(self.has_logits, bool), np.asarray(self.dkey, np.int64), np.asarray(self.skey, np.int64)
-        self.lrow, self.lid, self.lval = np.asarray(self.lrow, np.int64), np.asarray(self.lid, np.int64), np.asarray(self.lval, np.float64)
-        g = self.greedy
-        self.has_greedy = np.array([x is not None for x in g], bool)
-        self.greedy = np.array([0 if x is None else x for x in g], np.int64)
-        self.tkey, self.texts = np.asarray(self.tkey, np.int64), list(self.texts)
-        self.keys, self._cols = list(self.sets), {}
-        return self
-    def column(self, i:int) -> np.ndarray:
-        "The logit of id `i` in every row (NaN where the record has none)."
-        if i not in self._cols:
-            v, m = np.full(self.n, np.nan), self.lid == i
-            v[self.lrow[m]] = self.lval[m]          # a repeated id: the last value wins, as in the record's dict
-            self._cols[i] = v
-        return self._cols[i]
-    def vmax(self, ids, rows) -> np.ndarray:
-        "Max logit over `ids` in `rows` (NaN where any of them is missing, or there are none)."
-        if not ids: return np.full(len(rows), np.nan)
-        out = self.column(ids[0])[rows]
-        for i in ids[1:]: out = np.maximum(out, self.column(i)[rows])
-        return out
-
-def _max_codes(b:Block, key:tuple, rows) -> tuple[np.ndarray, np.ndarray]:
-    "`max_readout` under the decoder's tie rule for `rows` with one id set: codes (1 yes, 0 no, 2 unknown) and the exact-tie mask."
-    yes, no = key
-    y, n = b.vmax(yes, rows), b.vmax(no, rows)
-    if not yes or not no: return np.full(len(rows), 2, np.int8), np.zeros(len(rows), bool)
-    code = np.where(np.isnan(y) | np.isnan(n), 2, np.where(y > n, 1, 0)).astype(np.int8)
-    eq = y == n
-    if eq.any():                                   # argmax: the lowest tying id wins
-        done = ~eq
-        for i in sorted(set(yes) | set(no)):
-            hit = ~done & (b.column(i)[rows] == y)
-            code[hit] = 1 if i in yes else 0
-            done |= hit
-    return code, eq
-
-def _by_set(b:Block, which:str):
-    "Rows grouped by their id set (`derived` or `surface`): `(key, rows)` pairs."
-    k = b.dkey if which == 'derived' else b.skey
-    if len(b.keys) == 1: yield b.keys[0], np.arange(b.n)
-    else:
-        for j in np.unique(k): yield b.keys[j], np.flatnonzero(k == j)
-
-def _max_readout(b:Block, ids) -> tuple[np.ndarray, np.ndarray]:
-    "Codes and exact ties of a max readout over fixed `ids`, or over each record's derived set (`ids='derived'`)."
-    code, eq = np.full(b.n, 2, np.int8), np.zeros(b.n, bool)
-    for key, rows in (_by_set(b, 'derived') if ids == 'derived' else [(_idkey(ids), np.arange(b.n))]):
-        code[rows], eq[rows] = _max_codes(b, key, rows)
-    return code, eq
-
-def _aggregate(b:Block, lse:bool) -> np.ndarray:
-    "`surface_sum` (or `surface_mass` with `lse`) for every row, summing in the records' order; near-equal contrasts recomputed exactly."
-    from pope_audit.readouts import compare, _lse
-    code = np.full(b.n, 2, np.int8)
-    for (yes, no), rows in _by_set(b, 'surface'):
-        if not yes or not no: continue
-        side = []
-        for ids in (yes, no):
-            vs = [b.column(i)[rows] for i in ids]
-            if lse:
-                m = vs[0]
-                for v in vs[1:]: m = np.maximum(m, v)
-                s = 0.0
-                for v in vs: s = s + np.exp(v - m)
-                side.append((m + np.log(s), vs))
-            else:
-                s = 0
-                for v in vs: s = s + v
-                side.append((s, vs))
-        (a, ya), (c, na) = side
-        ok = ~(np.isnan(a) | np.isnan(c))
-        code[rows[ok]] = np.where(a[ok] >= c[ok], 1, 0)
-        if lse:                                    # numpy's exp and log may differ from math's in the last bit: redo close calls exactly
-            for j in np.flatnonzero(ok & (np.abs(a - c) <= 1e-9 * (1 + np.maximum(np.abs(a), np.abs(c))))):
-                code[rows[j]] = CODES[compare(_lse([float(v[j]) for v in ya]), _lse([float(v[j]) for v in na]))]
-    return code
-
-def _greedy(b:Block) -> np.ndarray:
-    "`greedy` for every row (-1 without a greedy id), computed once per distinct (greedy id, derived set, surface set)."
-    from pope_audit.readouts import greedy
-    sets = lambda k: {'yes': list(k[0]), 'no': list(k[1])} if k[0] or k[1] else None
-    uniq, inv = np.unique(np.stack([b.greedy, b.dkey, b.skey]), axis=1, return_inverse=True)
-    table = np.array([CODES[greedy(Record('', 0, '', '', 'yes', greedy_id=int(g), derived=sets(b.keys[d]), surface=sets(b.keys[s])))]
-                      for g, d, s in uniq.T.tolist()], np.int8)
-    return np.where(b.has_greedy, table[inv.reshape(-1)], -1).astype(np.int8)
-
-_TEXT = {'pope_parse', 'lmms_exact', 'vlmeval_yorn'}
-_FIXED = {'two_token': LLAVA_TWO, 'eight_token': LLAVA_EIGHT}
-
-def fast_readouts() -> set[str]:
-    "Names whose registered rule is the one the vectorised path reproduces (a readout registered over them falls back to records)."
-    from pope_audit import readouts as R
-    own = dict(two_token=R.two_token, eight_token=R.eight_token, derived=R.derived, surface_sum=R.surface_sum, surface_mass=R.surface_mass,
-               greedy=R.greedy, pope_parse=R.pope_parse, lmms_exact=R.lmms_exact, vlmeval_yorn=R.vlmeval_yorn)
-    return {n for n, f in own.items() if n in READOUTS.names() and READOUTS[n].fn is f}
+def fast_readouts(names=None, # readout names (default: every registered one)
+                 ) -> set[str]:
+    "Those of `names` whose readout carries a vectorised form (`Readout.vector`); the others are applied record by record."
+    return {n for n in (READOUTS if names is None else names) if READOUTS[n].vector is not None}
 
 def block_decisions(b:Block, names, tie:str) -> dict[str, np.ndarray]:
     "Every readout in `names` (those of `fast_readouts`) on a block: codes (-1 where it does not apply), `moved:` flags and the `tie` column."
-    from pope_audit import readouts as R
     out = {}
     for n in names:
-        if n in _FIXED or n == 'derived':
-            code, eq = _max_readout(b, 'derived' if n == 'derived' else _FIXED[n])
-            moved = eq & (code == 0)               # an exact tie the decoder gives to no: 'ge' gives it to yes
-            if tie == 'ge': code = np.where(eq, 1, code).astype(np.int8)
-            out[n], out[f'moved:{n}'] = np.where(b.has_logits, code, -1).astype(np.int8), moved & b.has_logits
-        elif n in ('surface_sum', 'surface_mass'): out[n] = np.where(b.has_logits, _aggregate(b, n == 'surface_mass'), -1).astype(np.int8)
-        elif n == 'greedy': out[n] = _greedy(b)
-        elif n in _TEXT:
-            fn = READOUTS[n].fn                    # a rule of the text alone: once per distinct text
-            table = np.array([CODES[fn(Record('', 0, '', '', 'yes', text=t))] for t in b.texts] + [-1], np.int8)
-            out[n] = table[b.tkey]
-    out['tie'] = b.has_logits & _max_readout(b, 'derived')[1]
+        out[n], moved = READOUTS[n].columns(b, tie)
+        if moved is not None: out[f'moved:{n}'] = moved
+    out['tie'] = b.exact_ties()
     return out
 
 
@@ -206,7 +76,7 @@ def _decide(job) -> dict:
     "Decisions of every readout for the records in one byte range (runs in a worker): the built-in readouts on columns, others per record."
     from pope_audit.scoring import parse_record
     path, start, end, line0, names, tie = job
-    slow = {n: [] for n in names if n not in fast_readouts()}
+    slow = {n: [] for n in names if n not in fast_readouts(names)}
     slow |= {f'moved:{n}': [] for n in list(slow) if READOUTS[n].tie_sensitive}
     keys, b = {k: [] for k in ('split', 'question_id', 'label', 'line')}, Block()
     with open(path, 'rb') as f:
@@ -403,14 +273,14 @@ def _parquet_block(batch, path, row0:int) -> tuple[Block, dict]:
     t = pc.dictionary_encode(c['text'])
     b.texts, ti = t.dictionary.to_pylist(), t.indices.to_numpy(zero_copy_only=False)
     b.tkey = np.where(np.isnan(ti.astype(float)), -1, ti).astype(np.int64)
-    b.keys, b._cols = list(b.sets), {}
+    b.keys, b._cols, b.floor = list(b.sets), {}, np.full(n, np.nan)    # the export keeps no served tokens
     qid = c['question_id'].to_pylist()
     return b, dict(split=c['split'].to_pylist(), question_id=qid, label=labels.tolist(), line=list(range(row0 + 1, row0 + n + 1)))
 
 def _parquet_parts(path, names, tie) -> list[dict]:
     "The worker columns of a Parquet export, a batch at a time (readouts that need whole records are refused: export keeps no corrections column typed)."
     import pyarrow.parquet as pq
-    if slow := [n for n in names if n not in fast_readouts()]:
+    if slow := [n for n in names if n not in fast_readouts(names)]:
         raise InputError(f'readout {slow[0]!r} is scored from records.jsonl, not from the Parquet export', path, field='readouts')
     cols = ['split', 'question_id', 'label', 'schema', 'logit_ids', 'logit_values', 'derived', 'surface', 'greedy_id', 'text']
     f, parts, row0 = pq.ParquetFile(path), [], 0
