@@ -35,7 +35,7 @@ def usable_cores(root:str|os.PathLike='/sys/fs/cgroup') -> int:
 usable_cpus = usable_cores
 
 
-# %% ../nbs/running/05d1_machine.ipynb #8d602a0d
+# %% ../nbs/running/05d1_machine.ipynb #d6cbc00b
 def check_device(name, # a device: 'cpu', 'cuda:1', 1 (a CUDA index), …
                  what:str='device', # the setting, for the error
                 ):
@@ -57,6 +57,8 @@ def max_processes(device:str|None) -> tuple[int, str]:
     if torch.device(dev).type == 'cuda': return torch.cuda.device_count(), 'visible CUDA devices'
     return usable_cores(), 'CPU cores this process may use'
 
+
+# %% ../nbs/running/05d1_machine.ipynb #8d602a0d
 # accelerate's device-map plans
 DEVICE_MAP_PLANS = ('auto', 'balanced', 'balanced_low_0', 'sequential')
 
