@@ -19,7 +19,7 @@ LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
     'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm', 'tinythink', 'smollm2'),
     'corrections': ('correction', 'grounding', 'clip_certainty', 'corrections'),
     'running': ('runconfig', 'runstatus', 'parallel', 'inference', 'served', 'stream'),
-    'interface': ('report', 'demo', 'audit', 'precision', 'lint_files', 'lint_ast', 'lint_values', 'lint_interp', 'lint_find', 'lint_verdicts', 'lint', 'cli', 'layers'),
+    'interface': ('report', 'demo', 'audit', 'precision', 'lint_files', 'lint_ast', 'lint_values', 'lint_interp', 'lint_find', 'lint_verdicts', 'lint', 'cli_args', 'cli_run', 'cli', 'layers'),
 }
 
 def layer_of(module:str) -> str:
