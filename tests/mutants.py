@@ -113,7 +113,7 @@ MUTANTS = [
            ('tests/test_probe_chat.py::test_config_class_contradicting_tokenizer_json',), why="the class tokenizer_config.json names is loaded (the defect of issue 37)"),
     Mutant('named_template_first', T, "if name is None and 'default' not in t:", "if False:", (), ('tests/test_bad_input.py::test_chat_template_names',),
            why='named chat templates without a default are not refused'),
-    Mutant('template_file_stripped', 'nbs/interface/90_cli.ipynb', "    return text", "    return text.rstrip()", (), ('tests/test_probe_chat.py::test_template_file_byte_for_byte',),
+    Mutant('template_file_stripped', 'nbs/interface/90a_cli_args.ipynb', "    return text", "    return text.rstrip()", (), ('tests/test_probe_chat.py::test_template_file_byte_for_byte',),
            why="--template-file loses its trailing whitespace, as --template \"$(cat file)\" does"),
     Mutant('own_template_ignored', 'nbs/models/05a_family.ipynb', "if not own: return get_template(cls.default_template)", "if True: return get_template(cls.default_template)", (),
            ('tests/test_probe_chat.py::test_llava_folder_prompted_with_its_own_chat_template',), why="a model's own chat template is not the default"),
