@@ -10,12 +10,14 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, input_file, first_item, decision_columns
 from .data import question_table
+from .sniff import Reader
+from .peers import Tool
 
 # %% auto #0
-__all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 'VLMEVAL_DIMENSIONS', 'amber_answer',
-           'amber_files', 'is_amber_source', 'read_amber_annotations', 'read_amber_questions', 'read_amber_responses',
-           'is_amber_responses', 'amber_scores', 'inference_text', 'amber_section', 'read_amber_table',
-           'read_amber_log', 'vlmeval_printed']
+__all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 'VLMEVAL_DIMENSIONS', 'AMBER_TOOLS',
+           'AMBER_READER', 'AMBER_PEERS', 'amber_answer', 'amber_files', 'is_amber_source', 'read_amber_annotations',
+           'read_amber_questions', 'read_amber_responses', 'is_amber_responses', 'amber_scores', 'inference_text',
+           'amber_section', 'read_amber_table', 'read_amber_log', 'vlmeval_printed']
 
 # %% ../nbs/benchmarks/01d_amber.ipynb #7945469e
 # AMBER's question types -> this package's split names
@@ -295,3 +297,17 @@ def vlmeval_printed(records:list) -> list[dict]:
     rows.append(dict(tool='VLMEvalKit (AMBER)', split='all', metric='Avg ACC', value=avg, audited=pooled,
                      why='' if abs(avg - pooled) < 5e-9 else f"the mean of the {len(rows)} dimensions' accuracies, not the accuracy over all {len(ok)} questions"))
     return rows
+
+# VLMEvalKit's AMBER rating, by the source its AMBER table's records carry (`peers.as_printed` finds it through the benchmark)
+AMBER_TOOLS = {'vlmevalkit/amber': Tool('VLMEvalKit (AMBER)', 'AMBER_rating with YOrN_Extraction, exact matching (no judge)', 'vlmeval_yorn',
+                                        None, '{}', printed=vlmeval_printed)}
+
+# %% ../nbs/benchmarks/01d_amber.ipynb #2ea6469b
+# AMBER's response JSON, as the registry's reader of kind amber
+AMBER_READER = Reader('amber', "AMBER response JSON (a list of {id, response}, as AMBER's inference.py reads it)",
+                      lambda pk: pk.shape == 'list' and is_amber_responses(pk.path), read_amber_responses)
+# AMBER in the peer tools' files: each reader returns None for a file that is not AMBER's
+AMBER_PEERS = (Reader('lmms-eval', 'lmms-eval sample log of amber_g (its discriminative docs: question_id, task_type, text, truth; '
+                      'a generative doc is refused)', None, read_amber_log),
+               Reader('vlmevalkit', 'VLMEvalKit result table of AMBER (category an AMBER type string; joined by image_path and question)',
+                      None, read_amber_table))

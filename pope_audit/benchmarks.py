@@ -39,6 +39,8 @@ class Benchmark:
     fingerprint: Callable = data.fingerprint   # question table -> per group: rows, hash, version
     group_names: tuple = ()    # its groups' names, when fixed: answers whose splits are among them are this benchmark's
     section: Callable|None = None   # predictions table -> (results JSON part, text) that `score` adds; None: score's own tables say it all
+    peers: tuple = ()          # its layouts of the peer tools' files: `sniff.Reader`s of their kinds, tried before the tools' POPE readers
+    tools: dict = field(default_factory=dict)   # source -> `peers.Tool`: a peer tool's own scoring of this benchmark, as it prints it
 
     def structure(self, questions:pd.DataFrame) -> pd.DataFrame:
         "Per group: its dimension, questions, images and yes-labels."
@@ -91,7 +93,7 @@ MME = register(Benchmark(
     mme.MME_HUB, _mme_load, mme.read_hf_mme, mme.MMEImages, lambda s: mme.is_mme_folder(s) or (str(s).startswith('hf:') and 'mme' in str(s).lower()),
     groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(mme.MME_GROUPS),
     rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=_mme_headline,
-    group_names=mme.MME_SUBTASKS, section=lambda preds: mme_section(preds)));
+    group_names=mme.MME_SUBTASKS, section=lambda preds: mme_section(preds), peers=mme.MME_PEERS));
 
 def _amber_load(sources, labels=None, splits=None):
     if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not AMBER', labels, field='labels')
@@ -106,7 +108,8 @@ AMBER = register(Benchmark(
     _amber_load, _amber_hub, data.ImageFolder, amber.is_amber_source,
     groups='types (amber-existence, amber-state, amber-number, amber-action, amber-relation)', pairs=None, dimensions=dict(amber.AMBER_DIMENSIONS),
     rule='amber', metrics='accuracy; precision, recall and F1 with no as positive; overall, per dimension and per attribute kind',
-    headline=lambda preds: amber.amber_scores(preds), group_names=amber.AMBER_GROUPS, section=amber.amber_section));
+    headline=lambda preds: amber.amber_scores(preds), group_names=amber.AMBER_GROUPS, section=amber.amber_section, peers=amber.AMBER_PEERS,
+    tools=amber.AMBER_TOOLS));
 
 def _naturalbench_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
@@ -121,7 +124,7 @@ NATURALBENCH = register(Benchmark(
     lambda s: naturalbench.is_naturalbench_source(s) or (str(s).startswith('hf:') and 'naturalbench' in str(s).lower()),
     groups='one split; items in 2x2 groups (question_id // 4)', pairs='two questions x two images per group, four consecutive items',
     dimensions={}, rule='naturalbench', metrics='Q-Acc, I-Acc, Acc and G-Acc', headline=lambda preds: naturalbench.naturalbench_scores(preds),
-    group_names=(naturalbench.NATURALBENCH_SPLIT,), section=naturalbench.naturalbench_section));
+    group_names=(naturalbench.NATURALBENCH_SPLIT,), section=naturalbench.naturalbench_section, peers=naturalbench.NATURALBENCH_PEERS));
 
 def _hallusion_load(sources, labels=None, splits=None):
     sources = [str(s) for s in sources]
@@ -137,7 +140,7 @@ HALLUSIONBENCH = register(Benchmark(
     pairs='question groups (one question over a set\'s figures) and figure groups (one figure\'s questions)',
     dimensions={'visual': ('hallusion-VD', 'hallusion-VS'), 'no visual': ('hallusion-VS-noimage',)}, rule='hallusionbench',
     metrics="qAcc, fAcc and aAcc (of a judge's verdicts)", headline=lambda preds: hallusionbench.hallusion_scores(preds),
-    group_names=hallusionbench.HALLUSION_GROUPS, section=hallusionbench.hallusion_section));
+    group_names=hallusionbench.HALLUSION_GROUPS, section=hallusionbench.hallusion_section, peers=hallusionbench.HALLUSION_PEERS));
 
 
 # %% ../nbs/benchmarks/01b_benchmarks.ipynb #6772efa0

@@ -11,12 +11,13 @@ import pandas as pd
 from .core import InputError, input_file, json_list, first_item, decision_columns
 from .data import question_table
 from .amber import _json_list
+from .sniff import Reader
 
 # %% auto #0
-__all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_CATEGORIES', 'HALLUSION_HUB', 'hallusion_verdict',
-           'hallusion_decision', 'is_hallusion_source', 'read_hallusion_questions', 'read_hallusion_answers',
-           'is_hallusion_answers', 'hallusion_scores', 'hallusion_section', 'read_hf_hallusion', 'read_hallusion_log',
-           'read_hallusion_table']
+__all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_CATEGORIES', 'HALLUSION_HUB', 'HALLUSION_READER',
+           'HALLUSION_PEERS', 'hallusion_verdict', 'hallusion_decision', 'is_hallusion_source',
+           'read_hallusion_questions', 'read_hallusion_answers', 'is_hallusion_answers', 'hallusion_scores',
+           'hallusion_section', 'read_hf_hallusion', 'read_hallusion_log', 'read_hallusion_table']
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #967a0cb8
 HALLUSION_GROUPS = ('hallusion-VD', 'hallusion-VS', 'hallusion-VS-noimage')   # visual dependent; visual supplement with and without its image
@@ -235,3 +236,11 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
                          model_prediction=answer_text(r['prediction'], path, line, 'prediction')))
         places.append(_place(line, names=col))
     return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='vlmevalkit/hallusionbench', places=places)
+
+# %% ../nbs/benchmarks/01e_hallusionbench.ipynb #69f1875d
+# HallusionBench's result JSON, as the registry's reader of kind hallusionbench
+HALLUSION_READER = Reader('hallusionbench', "HallusionBench result JSON (its rows with model_prediction, and a judge's reply in judge_reply "
+                          "when there is one)", lambda pk: pk.shape == 'list' and is_hallusion_answers(pk.path), read_hallusion_answers)
+# HallusionBench in the peer tools' files: each reader returns None for a file that is not HallusionBench's
+HALLUSION_PEERS = (Reader('lmms-eval', "lmms-eval sample log of hallusion_bench_image (its docs are HallusionBench's rows)", None, read_hallusion_log),
+                   Reader('vlmevalkit', 'VLMEvalKit result table of HallusionBench', None, read_hallusion_table))

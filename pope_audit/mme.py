@@ -11,11 +11,14 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, input_file, decode_line
 from .data import norm_label, question_table, DatasetImages, ImageFolder, _hf_dataset
+from functools import partial
+from .sniff import Reader
 
 # %% auto #0
-__all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'mme_answer', 'lmms_mme_answer',
-           'read_mme_rows', 'check_pairs', 'is_mme_folder', 'mme_files', 'read_mme_questions', 'MMEImages',
-           'read_hf_mme', 'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log']
+__all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'MME_READER', 'MME_PEERS', 'mme_answer',
+           'lmms_mme_answer', 'read_mme_rows', 'check_pairs', 'is_mme_folder', 'mme_files', 'read_mme_questions',
+           'MMEImages', 'read_hf_mme', 'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text',
+           'read_mme_log']
 
 # %% ../nbs/benchmarks/01c_mme.ipynb #df748330
 # MME's ten perception subtasks
@@ -314,3 +317,11 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
     for r, (line, *_) in zip(out, rows): by_image.setdefault((r.split, r.image), []).append(line)
     _no_lone_image(by_image, path)
     return out
+
+# %% ../nbs/benchmarks/01c_mme.ipynb #0a00126a
+# MME's result folder, as the registry's reader of kind mme
+MME_READER = Reader('mme', "MME result folder (MME's eval_tool layout: one <subtask>.txt per subtask, image, question, answer and the model's "
+                    "response tab-separated)", lambda pk: pk.shape == 'folder' and is_mme_folder(pk.path), read_mme_results)
+# MME in the peer tools' files: each reader returns None for a file that is not MME's
+MME_PEERS = (Reader('lmms-eval', "lmms-eval sample log of the MME task (numbered as MME's files)", None, partial(read_mme_log, kind='lmms-eval')),
+             Reader('vlmevalkit', "VLMEvalKit result table of MME", None, partial(read_mme_log, kind='vlmevalkit')))

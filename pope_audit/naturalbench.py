@@ -11,13 +11,14 @@ import pandas as pd
 from .core import InputError, input_file, json_list, first_item, decision_columns
 from .data import question_table
 from .amber import _json_list
+from .sniff import Reader
 
 # %% auto #0
 __all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_TYPES', 'TEST_SET_TYPES', 'NATURALBENCH_HUB',
-           'SUFFIX_YES_NO', 'naturalbench_answer', 'is_naturalbench_source', 'read_naturalbench_questions',
-           'read_naturalbench_answers', 'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores',
-           'naturalbench_section', 'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log',
-           'read_naturalbench_table']
+           'SUFFIX_YES_NO', 'NATURALBENCH_READER', 'NATURALBENCH_PEERS', 'naturalbench_answer',
+           'is_naturalbench_source', 'read_naturalbench_questions', 'read_naturalbench_answers',
+           'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores', 'naturalbench_section',
+           'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log', 'read_naturalbench_table']
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #468b36a4
 # the split name NaturalBench's records carry
@@ -258,3 +259,12 @@ def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of
         notes.append(f"{path}: VLMEvalKit's evaluate also pools the table's {mc} multiple-choice groups into its Q-Acc, I-Acc, Acc and G-Acc; "
                      f'the figures here are over its {len(out) // 4} yes/no groups')
     return out
+
+# %% ../nbs/benchmarks/01f_naturalbench.ipynb #58b6713e
+# NaturalBench's answer list, as the registry's reader of kind naturalbench
+NATURALBENCH_READER = Reader('naturalbench', 'NaturalBench answers (a JSON list of responses, one per item of the question file, in its order)',
+                             lambda pk: pk.shape == 'list' and is_naturalbench_answers(pk.path), read_naturalbench_answers)
+# NaturalBench in the peer tools' files: each reader returns None for a file that is not NaturalBench's
+NATURALBENCH_PEERS = (Reader('lmms-eval', 'lmms-eval sample log of the naturalbench task (one doc per item)', None, read_naturalbench_log, ('notes',)),
+                      Reader('vlmevalkit', 'VLMEvalKit result table of NaturalBenchDataset (a type column; rows in index order, four per 2x2 group)',
+                             None, read_naturalbench_table, ('notes',)))

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 # %% auto #0
-__all__ = ['READOUTS', 'BENCHMARKS', 'FAMILIES', 'CORRECTIONS', 'TEMPLATES', 'TIE_RULES', 'POLICIES', 'RESAMPLE', 'DTYPES',
-           'QUANTIZATIONS', 'KINDS', 'Registry']
+__all__ = ['READOUTS', 'BENCHMARKS', 'READERS', 'KINDS', 'FAMILIES', 'CORRECTIONS', 'TEMPLATES', 'TIE_RULES', 'POLICIES',
+           'RESAMPLE', 'DTYPES', 'QUANTIZATIONS', 'Registry']
 
 # %% ../nbs/foundation/00b_registry.ipynb #81877b45
 def _qualname(obj) -> str:
@@ -104,6 +104,15 @@ READOUTS = Registry('readout', {
 BENCHMARKS = Registry('benchmark', _entries('benchmarks', ('pope', 'POPE'), ('mme', 'MME'), ('amber', 'AMBER'),
                                             ('naturalbench', 'NATURALBENCH'), ('hallusionbench', 'HALLUSIONBENCH')))
 
+# the answer-file readers `score` knows, in the order `detect_kind` asks their sniffers: kind -> `Reader`
+READERS = Registry('reader', {**_entries('answers', ('records', 'RECORDS_READER'), ('llava', 'LLAVA_READER'), ('lmms-eval', 'LMMS_READER'),
+                                         ('vlmevalkit', 'VLMEVAL_READER'), ('predictions', 'PREDICTIONS_READER'), ('lines', 'LINES_READER')),
+                              **_entries('mme', ('mme', 'MME_READER')), **_entries('amber', ('amber', 'AMBER_READER')),
+                              **_entries('naturalbench', ('naturalbench', 'NATURALBENCH_READER')),
+                              **_entries('hallusionbench', ('hallusionbench', 'HALLUSION_READER'))})
+# the answer-file kinds `score` reads (`--kind`)
+KINDS = READERS.names()
+
 # the model families: name -> `Family` subclass
 FAMILIES = Registry('family', {**_entries('models', ('llava15', 'Llava15'), ('llava-next', 'LlavaNext'), ('qwen2-vl', 'Qwen2VL'),
                                           ('instructblip', 'InstructBlip'), ('generic', 'Generic')),
@@ -133,5 +142,3 @@ RESAMPLE = ('images', 'questions')
 DTYPES = ('float32', 'float16', 'bfloat16')
 # the weight quantizations a model loads with (`--quantization`)
 QUANTIZATIONS = ('nf4', 'int8')
-# the answer-file kinds `score` reads (`--kind`)
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')
