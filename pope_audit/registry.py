@@ -97,12 +97,13 @@ def _entries(module:str, *pairs) -> dict[str, str]:
 READOUTS = Registry('readout', {
     **_entries('readouts', *[(n, n) for n in ('two_token', 'eight_token', 'derived', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
                                               'lmms_exact', 'vlmeval_yorn', 'repope')]),
-    **_entries('scoring', ('mme', 'mme_rule'), ('lmms_mme', 'lmms_mme_rule'), ('amber', 'amber_rule'),
-               ('naturalbench', 'naturalbench_rule'), ('hallusionbench', 'hallusion_rule'))})
+    **_entries('mme', ('mme', 'mme_rule'), ('lmms_mme', 'lmms_mme_rule')), **_entries('amber', ('amber', 'amber_rule')),
+    **_entries('naturalbench', ('naturalbench', 'naturalbench_rule')), **_entries('hallusionbench', ('hallusionbench', 'hallusion_rule'))})
 
 # the benchmarks `run` and `score` know: name -> `Benchmark`
-BENCHMARKS = Registry('benchmark', _entries('benchmarks', ('pope', 'POPE'), ('mme', 'MME'), ('amber', 'AMBER'),
-                                            ('naturalbench', 'NATURALBENCH'), ('hallusionbench', 'HALLUSIONBENCH')))
+BENCHMARKS = Registry('benchmark', {**_entries('pope', ('pope', 'POPE')), **_entries('mme', ('mme', 'MME')), **_entries('amber', ('amber', 'AMBER')),
+                                    **_entries('naturalbench', ('naturalbench', 'NATURALBENCH')),
+                                    **_entries('hallusionbench', ('hallusionbench', 'HALLUSIONBENCH'))})
 
 # the answer-file readers `score` knows, in the order `detect_kind` asks their sniffers: kind -> `Reader`
 READERS = Registry('reader', {**_entries('answers', ('records', 'RECORDS_READER'), ('llava', 'LLAVA_READER'), ('lmms-eval', 'LMMS_READER'),
@@ -129,7 +130,6 @@ TEMPLATES = Registry('template', _entries('tokens', *[(n, 'TEMPLATES') for n in 
     'llava15', 'llava15-single-word', 'llava15-vicuna', 'llava-next-mistral', 'qwen2-vl', 'instructblip', 'mplug-owl2',
     'gemma-3', 'llama-3', 'llama-3.2-vision', 'qwen2.5-vl', 'qwen3', 'qwen3-vl', 'internvl', 'smolvlm', 'llava-onevision', 'mistral-3',
     'pixtral', 'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma')]))
-
 
 # %% ../nbs/foundation/00b_registry.ipynb #f3ba1778
 # the tie rules a max readout takes (`--ties`): exact tie, the lowest tying id wins as argmax does | yes wins (max yes ≥ max no)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 # %% auto #0
-__all__ = ['NEEDS', 'layouts', 'Answers', 'answer_files', 'load_answers', 'mme_rule', 'lmms_mme_rule', 'amber_rule',
-           'naturalbench_rule', 'hallusion_rule', 'check_readouts', 'predictions', 'score_predictions', 'score_records',
-           'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log', 'write_vlmeval_table',
-           'reasoning_counts', 'coverage', 'readout_coverage', 'records_questions', 'answer_keys', 'score_summary']
+__all__ = ['NEEDS', 'layouts', 'Answers', 'answer_files', 'load_answers', 'check_readouts', 'predictions', 'score_predictions',
+           'score_records', 'readout_columns', 'compare_readouts', 'tie_summary', 'write_lmms_log',
+           'write_vlmeval_table', 'reasoning_counts', 'coverage', 'readout_coverage', 'records_questions',
+           'answer_keys', 'score_summary']
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #a2a4d937
 from .core import InputError
@@ -39,8 +39,12 @@ def layouts() -> list[str]:
     "Every layout `load_answers` reads, in words: each registered reader's, then each benchmark's layouts of peer tools' files."
     return [r.layout for r in READERS.values()] + [p.layout for b in BENCHMARKS.values() for p in b.peers]
 
+# the benchmarks' official rules moved to their own modules; the old names still work here, through the registry
+_RULES = dict(mme_rule='mme', lmms_mme_rule='lmms_mme', amber_rule='amber', naturalbench_rule='naturalbench', hallusion_rule='hallusionbench')
+
 def __getattr__(name):
     if name == 'LAYOUTS': return layouts()     # computed when asked: the readers load with the benchmarks' modules
+    if name in _RULES: return READOUTS[_RULES[name]].fn
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 # %% ../nbs/benchmarks/04a_scoring.ipynb #5da904dd
@@ -124,48 +128,9 @@ def load_answers(path, # any supported answer file, a run folder, a tool's outpu
     if len(files) > 1: return _joined(files, [load_answers(f, kind, questions, splits, split, names) for f in files], questions)
     return _read_one(files[0], kind, questions, splits, split, names)
 
-# %% ../nbs/benchmarks/04a_scoring.ipynb #4dd3cbee
-from .mme import mme_answer, lmms_mme_answer, MME_SUBTASKS
-
-SCOPED.update(mme=MME_SUBTASKS, lmms_mme=MME_SUBTASKS)
-
-@readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
-def mme_rule(rec):
-    a = mme_answer(rec.text)
-    return 'unknown' if a == 'other' else a
-
-@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
-def lmms_mme_rule(rec):
-    a = lmms_mme_answer(rec.text)
-    return 'unknown' if a == 'other' else a
-
-# %% ../nbs/benchmarks/04a_scoring.ipynb #922d7752
-from .amber import amber_answer, AMBER_GROUPS
-
-SCOPED['amber'] = AMBER_GROUPS
-
-@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
-def amber_rule(rec):
-    a = amber_answer(rec.text)
-    return 'unknown' if a == 'other' else a
-
-# %% ../nbs/benchmarks/04a_scoring.ipynb #3e76bf85
-from .naturalbench import naturalbench_answer, NATURALBENCH_SPLIT
-
-SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
-
-@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
-def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
-
-# %% ../nbs/benchmarks/04a_scoring.ipynb #00fb947c
-from .hallusionbench import hallusion_decision, HALLUSION_GROUPS
-
-SCOPED['hallusionbench'] = HALLUSION_GROUPS
-
-@readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
-def hallusion_rule(rec): return hallusion_decision(rec.judge, rec.label)
-
 # %% ../nbs/benchmarks/04a_scoring.ipynb #386eea0b
+READOUTS.load_all()   # every benchmark's official rule registered, with the groups it applies to, before a readout is chosen
+
 # what each readout input is, in words
 NEEDS = {'logits': 'first-step logits', 'greedy': 'the greedy first token id', 'text': 'decoded text',
          'judge': "a judge's reply (HallusionBench: a judge_reply column of the answer file)",
