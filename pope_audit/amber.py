@@ -9,13 +9,17 @@ from fractions import Fraction
 from pathlib import Path
 import pandas as pd
 from .core import InputError, input_file, first_item, decision_columns
-from .data import question_table
+from .data import question_table, ImageFolder
+from .sniff import Reader
+from .peers import Tool
+from .readouts import SCOPED, readout
+from .benchmarks import Benchmark, register
 
 # %% auto #0
-__all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 'VLMEVAL_DIMENSIONS', 'amber_answer',
-           'amber_files', 'is_amber_source', 'read_amber_annotations', 'read_amber_questions', 'read_amber_responses',
-           'is_amber_responses', 'amber_scores', 'inference_text', 'amber_section', 'read_amber_table',
-           'read_amber_log', 'vlmeval_printed']
+__all__ = ['AMBER_TYPES', 'AMBER_GROUPS', 'AMBER_DIMENSIONS', 'AMBER_SECTIONS', 'VLMEVAL_DIMENSIONS', 'AMBER_TOOLS',
+           'AMBER_READER', 'AMBER_PEERS', 'AMBER', 'amber_answer', 'amber_rule', 'amber_files', 'is_amber_source',
+           'read_amber_annotations', 'read_amber_questions', 'read_amber_responses', 'is_amber_responses',
+           'amber_scores', 'inference_text', 'amber_section', 'read_amber_table', 'read_amber_log', 'vlmeval_printed']
 
 # %% ../nbs/benchmarks/01d_amber.ipynb #7945469e
 # AMBER's question types -> this package's split names
@@ -35,6 +39,14 @@ AMBER_SECTIONS = {'Descriminative Task': AMBER_GROUPS, 'Exsitence': ('amber-exis
 def amber_answer(text:str) -> str:
     "AMBER's rule: the response is exactly 'Yes' or 'No' (case-sensitive, nothing around it), else 'other'."
     return {'Yes': 'yes', 'No': 'no'}.get(text, 'other')
+
+# %% ../nbs/benchmarks/01d_amber.ipynb #922d7752
+SCOPED['amber'] = AMBER_GROUPS
+
+@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
+def amber_rule(rec):
+    a = amber_answer(rec.text)
+    return 'unknown' if a == 'other' else a
 
 # %% ../nbs/benchmarks/01d_amber.ipynb #43937362
 def _json_list(path, what) -> list:
@@ -295,3 +307,35 @@ def vlmeval_printed(records:list) -> list[dict]:
     rows.append(dict(tool='VLMEvalKit (AMBER)', split='all', metric='Avg ACC', value=avg, audited=pooled,
                      why='' if abs(avg - pooled) < 5e-9 else f"the mean of the {len(rows)} dimensions' accuracies, not the accuracy over all {len(ok)} questions"))
     return rows
+
+# VLMEvalKit's AMBER rating, by the source its AMBER table's records carry (`peers.as_printed` finds it through the benchmark)
+AMBER_TOOLS = {'vlmevalkit/amber': Tool('VLMEvalKit (AMBER)', 'AMBER_rating with YOrN_Extraction, exact matching (no judge)', 'vlmeval_yorn',
+                                        None, '{}', printed=vlmeval_printed)}
+
+# %% ../nbs/benchmarks/01d_amber.ipynb #2ea6469b
+# AMBER's response JSON, as the registry's reader of kind amber
+AMBER_READER = Reader('amber', "AMBER response JSON (a list of {id, response}, as AMBER's inference.py reads it)",
+                      lambda pk: pk.shape == 'list' and is_amber_responses(pk.path), read_amber_responses)
+# AMBER in the peer tools' files: each reader returns None for a file that is not AMBER's
+AMBER_PEERS = (Reader('lmms-eval', 'lmms-eval sample log of amber_g (its discriminative docs: question_id, task_type, text, truth; '
+                      'a generative doc is refused)', None, read_amber_log),
+               Reader('vlmevalkit', 'VLMEvalKit result table of AMBER (category an AMBER type string; joined by image_path and question)',
+                      None, read_amber_table))
+
+# %% ../nbs/benchmarks/01d_amber.ipynb #28d72779
+def _amber_load(sources, labels=None, splits=None):
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not AMBER', labels, field='labels')
+    return read_amber_questions(sources, splits), None
+
+def _amber_hub(source=None, split=None):
+    raise InputError("AMBER is not on the hub: give its data folder (query_discriminative.json and annotations.json from its repository)", source, field='questions')
+
+# AMBER's discriminative task, registered: its data folder, its rule, inference.py's scores and AMBER's readers
+AMBER = register(Benchmark(
+    'amber', 'AMBER (Wang et al., 2023), discriminative task', "its data folder: query_discriminative.json (or query/) and annotations.json",
+    dict(id='none (the repository junyangwang0410/AMBER and its image archive)', split='', columns={}),
+    _amber_load, _amber_hub, ImageFolder, is_amber_source,
+    groups='types (amber-existence, amber-state, amber-number, amber-action, amber-relation)', pairs=None, dimensions=dict(AMBER_DIMENSIONS),
+    rule='amber', metrics='accuracy; precision, recall and F1 with no as positive; overall, per dimension and per attribute kind',
+    headline=lambda preds: amber_scores(preds), group_names=AMBER_GROUPS, section=amber_section, peers=AMBER_PEERS,
+    tools=AMBER_TOOLS))

@@ -9,14 +9,17 @@ from fractions import Fraction
 from pathlib import Path
 import pandas as pd
 from .core import InputError, input_file, json_list, first_item, decision_columns
-from .data import question_table
+from .data import question_table, ImageFolder
 from .amber import _json_list
+from .sniff import Reader
+from .readouts import SCOPED, readout
+from .benchmarks import Benchmark, register
 
 # %% auto #0
-__all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_CATEGORIES', 'HALLUSION_HUB', 'hallusion_verdict',
-           'hallusion_decision', 'is_hallusion_source', 'read_hallusion_questions', 'read_hallusion_answers',
-           'is_hallusion_answers', 'hallusion_scores', 'hallusion_section', 'read_hf_hallusion', 'read_hallusion_log',
-           'read_hallusion_table']
+__all__ = ['HALLUSION_GROUPS', 'HALLUSION_KEY', 'JUDGE_COLUMN', 'HALLUSION_CATEGORIES', 'HALLUSION_HUB', 'HALLUSION_READER',
+           'HALLUSION_PEERS', 'HALLUSIONBENCH', 'hallusion_verdict', 'hallusion_decision', 'hallusion_rule',
+           'is_hallusion_source', 'read_hallusion_questions', 'read_hallusion_answers', 'is_hallusion_answers',
+           'hallusion_scores', 'hallusion_section', 'read_hf_hallusion', 'read_hallusion_log', 'read_hallusion_table']
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #967a0cb8
 HALLUSION_GROUPS = ('hallusion-VD', 'hallusion-VS', 'hallusion-VS-noimage')   # visual dependent; visual supplement with and without its image
@@ -34,6 +37,12 @@ def hallusion_decision(reply:str, label:str) -> str:
     "The yes/no a judge's verdict implies: the label when correct, the other answer when incorrect, unknown when unclear."
     v = hallusion_verdict(reply)
     return label if v == 'correct' else {'yes': 'no', 'no': 'yes'}[label] if v == 'incorrect' else 'unknown'
+
+# %% ../nbs/benchmarks/01e_hallusionbench.ipynb #00fb947c
+SCOPED['hallusionbench'] = HALLUSION_GROUPS
+
+@readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
+def hallusion_rule(rec): return hallusion_decision(rec.judge, rec.label)
 
 # %% ../nbs/benchmarks/01e_hallusionbench.ipynb #aef8d2f1
 # HallusionBench's categories -> their subcategories, as HallusionBench.json has them
@@ -235,3 +244,29 @@ def read_hallusion_table(path:str|os.PathLike, # a VLMEvalKit result table of Ha
                          model_prediction=answer_text(r['prediction'], path, line, 'prediction')))
         places.append(_place(line, names=col))
     return _records(rows, str(path), questions, splits, check, JUDGE_COLUMN, source='vlmevalkit/hallusionbench', places=places)
+
+# %% ../nbs/benchmarks/01e_hallusionbench.ipynb #69f1875d
+# HallusionBench's result JSON, as the registry's reader of kind hallusionbench
+HALLUSION_READER = Reader('hallusionbench', "HallusionBench result JSON (its rows with model_prediction, and a judge's reply in judge_reply "
+                          "when there is one)", lambda pk: pk.shape == 'list' and is_hallusion_answers(pk.path), read_hallusion_answers)
+# HallusionBench in the peer tools' files: each reader returns None for a file that is not HallusionBench's
+HALLUSION_PEERS = (Reader('lmms-eval', "lmms-eval sample log of hallusion_bench_image (its docs are HallusionBench's rows)", None, read_hallusion_log),
+                   Reader('vlmevalkit', 'VLMEvalKit result table of HallusionBench', None, read_hallusion_table))
+
+# %% ../nbs/benchmarks/01e_hallusionbench.ipynb #ca0e3705
+def _hallusion_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None or len(sources) != 1: raise InputError('HallusionBench takes one question source: HallusionBench.json, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return read_hf_hallusion(sources[0][3:])
+    return read_hallusion_questions(sources[0], splits), None
+
+# HallusionBench, registered: its question file, its rule on a judge's reply, its accuracies and its readers
+HALLUSIONBENCH = register(Benchmark(
+    'hallusionbench', 'HallusionBench (Guan et al., 2024)', "HallusionBench.json (its repository); images from its hallusion_bench.zip, by each row's filename",
+    HALLUSION_HUB, _hallusion_load, read_hf_hallusion, ImageFolder,
+    lambda s: is_hallusion_source(s) or (str(s).startswith('hf:') and 'hallusion' in str(s).lower()),
+    groups='hallusion-VD (visual dependent), hallusion-VS (visual supplement, with its image), hallusion-VS-noimage (without)',
+    pairs='question groups (one question over a set\'s figures) and figure groups (one figure\'s questions)',
+    dimensions={'visual': ('hallusion-VD', 'hallusion-VS'), 'no visual': ('hallusion-VS-noimage',)}, rule='hallusionbench',
+    metrics="qAcc, fAcc and aAcc (of a judge's verdicts)", headline=lambda preds: hallusion_scores(preds),
+    group_names=HALLUSION_GROUPS, section=hallusion_section, peers=HALLUSION_PEERS))

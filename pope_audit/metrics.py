@@ -10,10 +10,10 @@ from .core import InputError
 from .registry import POLICIES, RESAMPLE
 
 # %% auto #0
-__all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'score_table', 'counted_yes', 'count_matrix',
-           'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci', 'percentile_interval',
-           'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect', 'diff_se', 'min_detectable',
-           'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
+__all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'precision_recall_f1', 'score_table', 'counted_yes',
+           'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci',
+           'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
+           'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
 # %% ../nbs/foundation/04_metrics.ipynb #35f61c04
 def confusion(preds, labels) -> dict[str, int]:
@@ -49,6 +49,18 @@ def paper_confusion(split:str) -> dict:
     "The paper's eight-token confusion matrix for `split`."
     p = PAPER['eight_token'][split]
     return dict(tp=p['tp'], fp=p['fp'], tn=p['tn'], fn=p['fn'], up=0, un=0)
+
+# %% ../nbs/foundation/04_metrics.ipynb #aef051f4
+def _ratio(a, b): return a / b if b else None
+
+def precision_recall_f1(tp:int, fp:int, fn:int, # the counts (a tool that counts unknowns as no adds them to fn)
+                        empty:int|None=None, # what a ratio over nothing (or a zero one) becomes: 0 as most tools print it; None: undefined
+                       ) -> tuple:
+    "Precision, recall and F1 from counts, as the evaluation tools compute them: a ratio over nothing is `empty`."
+    p, r = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    if empty is not None: p, r = p or empty, r or empty
+    f1 = None if p is None or r is None else _ratio(2 * p * r, p + r)
+    return p, r, f1 if empty is None else f1 or empty
 
 # %% ../nbs/foundation/04_metrics.ipynb #3055539f
 # the columns of a metrics table

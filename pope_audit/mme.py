@@ -11,11 +11,16 @@ from pathlib import Path
 import pandas as pd
 from .core import InputError, input_file, decode_line
 from .data import norm_label, question_table, DatasetImages, ImageFolder, _hf_dataset
+from functools import partial
+from .sniff import Reader
+from .readouts import SCOPED, readout
+from .benchmarks import Benchmark, register
 
 # %% auto #0
-__all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'mme_answer', 'lmms_mme_answer',
-           'read_mme_rows', 'check_pairs', 'is_mme_folder', 'mme_files', 'read_mme_questions', 'MMEImages',
-           'read_hf_mme', 'read_mme_results', 'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log']
+__all__ = ['MME_PERCEPTION', 'MME_COGNITION', 'MME_SUBTASKS', 'MME_GROUPS', 'MME_HUB', 'MME_READER', 'MME_PEERS', 'MME',
+           'mme_answer', 'lmms_mme_answer', 'mme_rule', 'lmms_mme_rule', 'read_mme_rows', 'check_pairs',
+           'is_mme_folder', 'mme_files', 'read_mme_questions', 'MMEImages', 'read_hf_mme', 'read_mme_results',
+           'mme_scores', 'mme_totals', 'calculation_text', 'read_mme_log', 'mme_section']
 
 # %% ../nbs/benchmarks/01c_mme.ipynb #df748330
 # MME's ten perception subtasks
@@ -37,6 +42,19 @@ def lmms_mme_answer(text:str) -> str:
     p = text.lower().strip().replace('.', '')
     if len(p) == 1: return {'y': 'yes', 'n': 'no'}.get(p, 'other')
     return mme_answer(p)
+
+# %% ../nbs/benchmarks/01c_mme.ipynb #7bb137f5
+SCOPED.update(mme=MME_SUBTASKS, lmms_mme=MME_SUBTASKS)   # applied by default to MME's questions only
+
+@readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
+def mme_rule(rec):
+    a = mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
+
+@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
+def lmms_mme_rule(rec):
+    a = lmms_mme_answer(rec.text)
+    return 'unknown' if a == 'other' else a
 
 # %% ../nbs/benchmarks/01c_mme.ipynb #56335014
 _FIELDS = ('image', 'question', 'answer', 'response')
@@ -314,3 +332,47 @@ def read_mme_log(path:str|os.PathLike, # an lmms-eval `--log_samples` file or a 
     for r, (line, *_) in zip(out, rows): by_image.setdefault((r.split, r.image), []).append(line)
     _no_lone_image(by_image, path)
     return out
+
+# %% ../nbs/benchmarks/01c_mme.ipynb #0a00126a
+# MME's result folder, as the registry's reader of kind mme
+MME_READER = Reader('mme', "MME result folder (MME's eval_tool layout: one <subtask>.txt per subtask, image, question, answer and the model's "
+                    "response tab-separated)", lambda pk: pk.shape == 'folder' and is_mme_folder(pk.path), read_mme_results)
+# MME in the peer tools' files: each reader returns None for a file that is not MME's
+MME_PEERS = (Reader('lmms-eval', "lmms-eval sample log of the MME task (numbered as MME's files)", None, partial(read_mme_log, kind='lmms-eval')),
+             Reader('vlmevalkit', "VLMEvalKit result table of MME", None, partial(read_mme_log, kind='vlmevalkit')))
+
+# %% ../nbs/benchmarks/01c_mme.ipynb #7ba8e908
+def _f2(v): return f'{v:.2f}'
+
+def mme_section(preds:pd.DataFrame) -> tuple[dict, str]:
+    "MME's scores of every readout column of `preds`: the results JSON's part and the text `score` prints."
+    sc = mme_scores(preds)
+    tot = mme_totals(sc)
+    names = list(dict.fromkeys(sc.readout))
+    wide = lambda c, f: sc.pivot(index='subtask', columns='readout', values=c).reindex(index=list(dict.fromkeys(sc.subtask)), columns=names).map(f)
+    score = pd.concat([wide('as_printed', str), tot.pivot(index='group', columns='readout', values='as_printed').reindex(index=list(MME_GROUPS), columns=names)
+                       .rename(index=lambda g: f'{g} (of {200 * len(MME_GROUPS[g])})')])
+    parts = ['MME, as calculation.py computes it (other / unknown counts as wrong):', '',
+             'score = acc + acc+ per subtask, and the totals, as calculation.py prints them:', score.to_string(), '',
+             'acc (x100):', wide('acc', _f2).to_string(), '', 'acc+ (x100, both questions of an image right):', wide('acc_plus', _f2).to_string(), '']
+    if miss := sorted({t for m in tot.missing for t in m}): parts += [f'incomplete totals: not scored: {", ".join(miss)}', '']
+    off = MME.rule
+    if off in names: parts += [f'calculation.py itself, on the official rule ({off}):', calculation_text(sc, off)]
+    doc = dict(mme=dict(subtasks=sc.drop(columns='printed').to_dict('records'), totals=tot.to_dict('records'),
+                        calculation_py={n: calculation_text(sc, n) for n in names}))
+    return doc, '\n'.join(parts)
+
+def _mme_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not MME', labels, field='labels')
+    if len(sources) != 1: raise InputError('MME takes one question source: the folder of subtask files, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return read_hf_mme(sources[0][3:])
+    return read_mme_questions(sources[0], splits), None
+
+# MME, registered: the eval tool's files, its rule, calculation.py's scores and MME's readers
+MME = register(Benchmark(
+    'mme', 'MME (Fu et al., 2023)', "the eval tool's 14 subtask files, image<TAB>question<TAB>answer",
+    MME_HUB, _mme_load, read_hf_mme, MMEImages, lambda s: is_mme_folder(s) or (str(s).startswith('hf:') and 'mme' in str(s).lower()),
+    groups='subtasks (14)', pairs='two questions per image, yes and no, on consecutive lines', dimensions=dict(MME_GROUPS),
+    rule='mme', metrics='acc, acc+ and score per subtask; Perception (of 2000) and Cognition (of 800)', headline=mme_scores,
+    group_names=MME_SUBTASKS, section=mme_section, peers=MME_PEERS))

@@ -9,15 +9,18 @@ from fractions import Fraction
 from pathlib import Path
 import pandas as pd
 from .core import InputError, input_file, json_list, first_item, decision_columns
-from .data import question_table
+from .data import question_table, ImageFolder
 from .amber import _json_list
+from .sniff import Reader
+from .readouts import SCOPED, readout
+from .benchmarks import Benchmark, register
 
 # %% auto #0
 __all__ = ['NATURALBENCH_SPLIT', 'NATURALBENCH_CELLS', 'NATURALBENCH_TYPES', 'TEST_SET_TYPES', 'NATURALBENCH_HUB',
-           'SUFFIX_YES_NO', 'naturalbench_answer', 'is_naturalbench_source', 'read_naturalbench_questions',
-           'read_naturalbench_answers', 'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores',
-           'naturalbench_section', 'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log',
-           'read_naturalbench_table']
+           'SUFFIX_YES_NO', 'NATURALBENCH_READER', 'NATURALBENCH_PEERS', 'NATURALBENCH', 'naturalbench_answer',
+           'naturalbench_rule', 'is_naturalbench_source', 'read_naturalbench_questions', 'read_naturalbench_answers',
+           'is_naturalbench_answers', 'naturalbench_groups', 'naturalbench_scores', 'naturalbench_section',
+           'NaturalBenchImages', 'read_hf_naturalbench', 'read_naturalbench_log', 'read_naturalbench_table']
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #468b36a4
 # the split name NaturalBench's records carry
@@ -33,6 +36,12 @@ def naturalbench_answer(text:str) -> int:
     if pos['yes'] == -1 and pos['no'] == -1: return -1
     if pos['yes'] != -1 and pos['no'] != -1: return 1 if pos['yes'] < pos['no'] else 0
     return 0 if pos['yes'] == -1 else 1
+
+# %% ../nbs/benchmarks/01f_naturalbench.ipynb #3e76bf85
+SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
+
+@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
+def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
 
 # %% ../nbs/benchmarks/01f_naturalbench.ipynb #1402942b
 def is_naturalbench_source(path) -> bool:
@@ -258,3 +267,29 @@ def read_naturalbench_table(path:str|os.PathLike, # a VLMEvalKit result table of
         notes.append(f"{path}: VLMEvalKit's evaluate also pools the table's {mc} multiple-choice groups into its Q-Acc, I-Acc, Acc and G-Acc; "
                      f'the figures here are over its {len(out) // 4} yes/no groups')
     return out
+
+# %% ../nbs/benchmarks/01f_naturalbench.ipynb #58b6713e
+# NaturalBench's answer list, as the registry's reader of kind naturalbench
+NATURALBENCH_READER = Reader('naturalbench', 'NaturalBench answers (a JSON list of responses, one per item of the question file, in its order)',
+                             lambda pk: pk.shape == 'list' and is_naturalbench_answers(pk.path), read_naturalbench_answers)
+# NaturalBench in the peer tools' files: each reader returns None for a file that is not NaturalBench's
+NATURALBENCH_PEERS = (Reader('lmms-eval', 'lmms-eval sample log of the naturalbench task (one doc per item)', None, read_naturalbench_log, ('notes',)),
+                      Reader('vlmevalkit', 'VLMEvalKit result table of NaturalBenchDataset (a type column; rows in index order, four per 2x2 group)',
+                             None, read_naturalbench_table, ('notes',)))
+
+# %% ../nbs/benchmarks/01f_naturalbench.ipynb #3ff368fc
+def _naturalbench_load(sources, labels=None, splits=None):
+    sources = [str(s) for s in sources]
+    if labels is not None: raise InputError('--labels goes with LLaVA\'s POPE question file, not NaturalBench', labels, field='labels')
+    if len(sources) != 1: raise InputError('NaturalBench takes one question source: test_set.json, or hf:ID', ', '.join(sources), field='questions')
+    if sources[0].startswith('hf:'): return read_hf_naturalbench(sources[0][3:])
+    return read_naturalbench_questions(sources[0]), None
+
+# NaturalBench's yes/no groups, registered: its question sources, its rule, its group scores and its readers
+NATURALBENCH = register(Benchmark(
+    'naturalbench', 'NaturalBench (Li et al., 2024), yes/no groups', "the hub's rows (one per group), or the repository's fine-tuning test split test_set.json (not the benchmark proper)",
+    NATURALBENCH_HUB, _naturalbench_load, read_hf_naturalbench, ImageFolder,
+    lambda s: is_naturalbench_source(s) or (str(s).startswith('hf:') and 'naturalbench' in str(s).lower()),
+    groups='one split; items in 2x2 groups (question_id // 4)', pairs='two questions x two images per group, four consecutive items',
+    dimensions={}, rule='naturalbench', metrics='Q-Acc, I-Acc, Acc and G-Acc', headline=lambda preds: naturalbench_scores(preds),
+    group_names=(NATURALBENCH_SPLIT,), section=naturalbench_section, peers=NATURALBENCH_PEERS))

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 # %% auto #0
-__all__ = ['READOUTS', 'BENCHMARKS', 'FAMILIES', 'CORRECTIONS', 'TEMPLATES', 'TIE_RULES', 'POLICIES', 'RESAMPLE', 'DTYPES',
-           'QUANTIZATIONS', 'KINDS', 'Registry']
+__all__ = ['READOUTS', 'BENCHMARKS', 'READERS', 'KINDS', 'FAMILIES', 'CORRECTIONS', 'TEMPLATES', 'TIE_RULES', 'POLICIES',
+           'RESAMPLE', 'DTYPES', 'QUANTIZATIONS', 'Registry']
 
 # %% ../nbs/foundation/00b_registry.ipynb #81877b45
 def _qualname(obj) -> str:
@@ -102,12 +102,22 @@ def _entries(module:str, *pairs) -> dict[str, str]:
 READOUTS = Registry('readout', {
     **_entries('readouts', *[(n, n) for n in ('two_token', 'eight_token', 'derived', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse',
                                               'lmms_exact', 'vlmeval_yorn', 'repope')]),
-    **_entries('scoring', ('mme', 'mme_rule'), ('lmms_mme', 'lmms_mme_rule'), ('amber', 'amber_rule'),
-               ('naturalbench', 'naturalbench_rule'), ('hallusionbench', 'hallusion_rule'))})
+    **_entries('mme', ('mme', 'mme_rule'), ('lmms_mme', 'lmms_mme_rule')), **_entries('amber', ('amber', 'amber_rule')),
+    **_entries('naturalbench', ('naturalbench', 'naturalbench_rule')), **_entries('hallusionbench', ('hallusionbench', 'hallusion_rule'))})
 
 # the benchmarks `run` and `score` know: name -> `Benchmark`
-BENCHMARKS = Registry('benchmark', _entries('benchmarks', ('pope', 'POPE'), ('mme', 'MME'), ('amber', 'AMBER'),
-                                            ('naturalbench', 'NATURALBENCH'), ('hallusionbench', 'HALLUSIONBENCH')))
+BENCHMARKS = Registry('benchmark', {**_entries('pope', ('pope', 'POPE')), **_entries('mme', ('mme', 'MME')), **_entries('amber', ('amber', 'AMBER')),
+                                    **_entries('naturalbench', ('naturalbench', 'NATURALBENCH')),
+                                    **_entries('hallusionbench', ('hallusionbench', 'HALLUSIONBENCH'))})
+
+# the answer-file readers `score` knows, in the order `detect_kind` asks their sniffers: kind -> `Reader`
+READERS = Registry('reader', {**_entries('answers', ('records', 'RECORDS_READER'), ('llava', 'LLAVA_READER'), ('lmms-eval', 'LMMS_READER'),
+                                         ('vlmevalkit', 'VLMEVAL_READER'), ('predictions', 'PREDICTIONS_READER'), ('lines', 'LINES_READER')),
+                              **_entries('mme', ('mme', 'MME_READER')), **_entries('amber', ('amber', 'AMBER_READER')),
+                              **_entries('naturalbench', ('naturalbench', 'NATURALBENCH_READER')),
+                              **_entries('hallusionbench', ('hallusionbench', 'HALLUSION_READER'))})
+# the answer-file kinds `score` reads (`--kind`)
+KINDS = READERS.names()
 
 # the model families: name -> `Family` subclass
 FAMILIES = Registry('family', {**_entries('models', ('llava15', 'Llava15'), ('llava-next', 'LlavaNext'), ('qwen2-vl', 'Qwen2VL'),
@@ -126,7 +136,6 @@ TEMPLATES = Registry('template', _entries('tokens', *[(n, 'TEMPLATES') for n in 
     'gemma-3', 'llama-3', 'llama-3.2-vision', 'qwen2.5-vl', 'qwen3', 'qwen3-vl', 'internvl', 'smolvlm', 'llava-onevision', 'mistral-3',
     'pixtral', 'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma')]))
 
-
 # %% ../nbs/foundation/00b_registry.ipynb #f3ba1778
 # the tie rules a max readout takes (`--ties`): exact tie, the lowest tying id wins as argmax does | yes wins (max yes ≥ max no)
 TIE_RULES = ('decoder', 'ge')
@@ -138,5 +147,3 @@ RESAMPLE = ('images', 'questions')
 DTYPES = ('float32', 'float16', 'bfloat16')
 # the weight quantizations a model loads with (`--quantization`)
 QUANTIZATIONS = ('nf4', 'int8')
-# the answer-file kinds `score` reads (`--kind`)
-KINDS = ('records', 'llava', 'lmms-eval', 'vlmevalkit', 'predictions', 'lines', 'mme', 'amber', 'naturalbench', 'hallusionbench')

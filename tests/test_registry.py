@@ -1,9 +1,9 @@
 "The one registry type: lazy entries resolve to what their modules register under the same name; names list without imports."
 import json, subprocess, sys
 import pytest
-from pope_audit.registry import Registry, READOUTS, BENCHMARKS, FAMILIES, CORRECTIONS, TEMPLATES
+from pope_audit.registry import Registry, READOUTS, BENCHMARKS, READERS, FAMILIES, CORRECTIONS, TEMPLATES
 
-REGISTRIES = [READOUTS, BENCHMARKS, FAMILIES, CORRECTIONS, TEMPLATES]
+REGISTRIES = [READOUTS, BENCHMARKS, READERS, FAMILIES, CORRECTIONS, TEMPLATES]
 
 
 @pytest.mark.parametrize('reg', REGISTRIES, ids=lambda r: r.kind)
