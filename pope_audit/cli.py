@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, dataclasses, datetime, errno, json, os, sys
 from pathlib import Path
 from .core import InputError, dumps_strict, note, set_logging
-from .registry import POLICIES, READOUTS, TIE_RULES, KINDS, TEMPLATES, DTYPES, RESAMPLE    # names of lazy entries: --help loads no model stack
+from .registry import POLICIES, READOUTS, TIE_RULES, READERS, TEMPLATES, DTYPES, RESAMPLE    # names of lazy entries: --help loads no model stack
 from .cli_args import natural_arg, batch_arg, add_questions_args, LOG_QUIET
 from .cli_args import parse_kv, read_template_file, given_template    # moved: the old path still works
 from .runconfig import read_config    # moved: the old path still works
@@ -146,7 +146,7 @@ def _benchmark_parts(ans) -> list[tuple[str, 'Answers']]:
 
 def add_answers_args(s:argparse.ArgumentParser):
     "Add the options of a command that reads answers as `score` does: `--kind`, `--split`, the question set, `--ties`."
-    s.add_argument('--kind', choices=list(KINDS), help='what the input is (default: detected)')
+    s.add_argument('--kind', choices=list(READERS), help='what the input is (default: detected)')
     s.add_argument('--split', help='the split of a predictions table without a split column, or of an lmms-eval log whose task names none')
     add_questions_args(s)
     s.add_argument('--ties', default='decoder', choices=list(TIE_RULES),

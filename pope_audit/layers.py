@@ -8,8 +8,9 @@ import ast, re
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['LAYER_ORDER', 'LAYERS', 'LAZY_LOADER', 'RUN_EXTRA', 'package_dir', 'module_notebooks', 'layer_of', 'may_import',
-           'import_graph', 'computed_imports', 'cycles', 'upward', 'layer_table', 'draw_layers', 'needs_run_extra']
+__all__ = ['LAYER_ORDER', 'LAYERS', 'LAZY_LOADER', 'MAX_MODULE_LINES', 'MAX_FUNCTION_LINES', 'RUN_EXTRA', 'package_dir',
+           'module_notebooks', 'layer_of', 'may_import', 'import_graph', 'computed_imports', 'cycles', 'upward',
+           'layer_table', 'draw_layers', 'sizes', 'registry_table', 'needs_run_extra']
 
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
 # the layers, bottom to top: each a folder of nbs/ (a module's layer is the folder its notebook sits in)
@@ -117,6 +118,29 @@ def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
     for y, l in enumerate(LAYERS): ax.text(-half - 2.3, y, l, ha='left', va='center', fontsize=10, weight='bold')
     ax.set_xlim(-half - 2.5, half + .8); ax.set_ylim(-.6, len(LAYERS) - .4); ax.axis('off')
     return ax
+
+# %% ../nbs/interface/91_architecture.ipynb #1834ec87
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 60   # the one-job rule, as a measure
+
+def sizes(pkg:Path|None=None) -> 'pd.DataFrame':
+    "Per module, longest first: its lines, its longest function (methods included) and that function's lines."
+    import pandas as pd
+    rows = []
+    for p in sorted(Path(pkg or package_dir()).glob('*.py')):
+        if p.stem.startswith('_'): continue
+        src = p.read_text()
+        fns = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        name, n = max(fns, key=lambda f: f[1], default=('', 0))
+        rows.append(dict(module=p.stem, lines=len(src.splitlines()), longest_function=name, function_lines=n))
+    return pd.DataFrame(rows).sort_values('lines', ascending=False, ignore_index=True)
+
+# %% ../nbs/interface/91_architecture.ipynb #d1e72783
+def registry_table() -> 'pd.DataFrame':
+    "Per registry: its names and the package modules its lazy lines point to (nothing imported)."
+    import pandas as pd
+    from pope_audit.registry import READOUTS, BENCHMARKS, READERS, FAMILIES, CORRECTIONS, TEMPLATES
+    mods = lambda r: ', '.join(dict.fromkeys(r.path(n).partition(':')[0].removeprefix('pope_audit.') for n in r.names() if r.path(n)))
+    return pd.DataFrame([dict(registry=r.kind, names=len(r), modules=mods(r)) for r in (READOUTS, BENCHMARKS, READERS, FAMILIES, CORRECTIONS, TEMPLATES)])
 
 # %% ../nbs/interface/91_architecture.ipynb #04421917
 RUN_EXTRA = ('torch', 'accelerate', 'bitsandbytes', 'fastcore')     # the `run` extra's packages (settings.ini: run_requirements)

@@ -28,8 +28,8 @@ class Registry(Mapping):
 
     def _check_path(self, name, path):
         mod, sep, obj = path.partition(':')
-        if not (sep and mod.startswith('pope_audit.') and obj.isidentifier()):
-            raise ValueError(f"the lazy entry for {self.kind} {name!r} is {path!r}, not 'pope_audit.module:object'")
+        if not (sep and all(p.isidentifier() for p in mod.split('.')) and obj.isidentifier()):
+            raise ValueError(f"the lazy entry for {self.kind} {name!r} is {path!r}, not 'package.module:object'")
 
     def names(self) -> tuple[str, ...]:
         "Every registered name, lazy or loaded, in the order declared; imports nothing."
@@ -74,9 +74,9 @@ class Registry(Mapping):
         self._lazy[name] = path
 
     def remove(self, name:str):
-        "Forget a loaded, undeclared entry (a chapter cleaning up after a demonstration)."
-        if name in self._lazy: raise ValueError(f'{self.kind} {name!r} is declared in the registry and stays')
-        del self._live[name]
+        "Forget an entry, lazy or loaded (a chapter cleaning up after a demonstration); the package's own stay."
+        if (self._lazy.get(name) or '').startswith('pope_audit.'): raise ValueError(f"{self.kind} {name!r} is the package's own and stays")
+        self._lazy.pop(name, None); self._live.pop(name, None)
 
     def loaded(self) -> dict:
         "The entries imported so far, name -> object (imports nothing)."

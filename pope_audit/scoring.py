@@ -99,7 +99,7 @@ def _joined(files, parts:list[Answers], questions) -> Answers:
 def _read_one(path, kind, questions, splits, split, names) -> Answers:
     "One answer file, read by a benchmark's layout of its peer tool's kind if one claims it, else by its kind's reader."
     kind = kind or detect_kind(path)
-    if kind not in KINDS: raise InputError(f'unknown answer-file kind {kind!r} (one of {KINDS})', path, field='kind')
+    if kind not in READERS: raise InputError(f'unknown answer-file kind {kind!r} (one of {READERS.names()})', path, field='kind')
     reader = READERS[kind]
     if split and 'split' not in reader.options:
         raise InputError(f'--split names the split of a predictions table or an lmms-eval log whose task names none; a {kind} file names its own (use --splits to choose)', path, field='split')

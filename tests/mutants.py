@@ -93,7 +93,8 @@ MUTANTS = [
     Mutant('tie_always_yes', R, "if tie == 'ge': return 'yes'", "if True: return 'yes'", (R,),
            why="every tie is yes, whatever the rule (the old behaviour)"),
     Mutant('tie_highest_id', R, "low = min(i for i in", "low = max(i for i in", (R,), why='the highest tying id wins'),
-    Mutant('registry_duplicate', R, "if old is not None and old.fn.__qualname__ != fn.__qualname__: raise ValueError", "if False: raise ValueError", (R,),
+    Mutant('registry_duplicate', 'nbs/foundation/00b_registry.ipynb', "if old is not None and old is not obj and _qualname(old) != _qualname(obj):", "if False:", (R,),
+           ('tests/test_trust_results.py', 'tests/test_registry.py'),
            why='a second readout silently replaces the first'),
     # tokens: merging forms, template checks
     Mutant('bpe_merge_verdict', T, "verdict = MERGES if replaced else 'single token' if len(ids) == 1",

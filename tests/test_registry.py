@@ -32,3 +32,26 @@ def test_duplicates_refused():
     with pytest.raises(ValueError, match='already registered'): r.lazy('f', 'pope_audit.paper:PAPER')
     assert r['a'].__name__ == 'InputError' and list(r) == ['a', 'f']
     with pytest.raises(KeyError): r['nonesuch']
+
+
+def test_a_benchmark_added_through_the_registry_alone(tmp_path, monkeypatch):
+    "A benchmark from outside the package (tests/toybench.py) needs its module and three lazy lines, nothing else: score reads and scores it."
+    from pathlib import Path
+    from pope_audit.scoring import load_answers, score_summary
+    from pope_audit.readouts import SCOPED
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    BENCHMARKS.lazy('toy', 'toybench:TOY'); READERS.lazy('toy', 'toybench:TOY_READER'); READOUTS.lazy('toy', 'toybench:toy_rule')
+    try:
+        (tmp_path/'q.toyq.json').write_text(json.dumps([dict(id=i, image=f'{i // 2}.jpg', question=f'Is there a {o}?', label=l)
+                                                        for i, (o, l) in enumerate([('cat', 'yes'), ('dog', 'no'), ('cup', 'yes'), ('car', 'no')])]))
+        (tmp_path/'a.toy.json').write_text(json.dumps({'0': 'Yes.', '1': 'No', '2': 'no, there is not', '3': 'Maybe'}))
+        qs, _ = BENCHMARKS['toy'].load([tmp_path/'q.toyq.json'])
+        ans = load_answers(tmp_path/'a.toy.json', questions=qs)
+        assert ans.kind == 'toy' and [r.text for r in ans.records] == ['Yes.', 'No', 'no, there is not', 'Maybe']
+        from pope_audit.scoring import predictions
+        p = predictions(ans.records)
+        assert list(p['toy']) == ['yes', 'no', 'no', 'unknown'] and 'toy' in p.columns
+    finally:
+        for r in (BENCHMARKS, READERS, READOUTS): r.remove('toy')
+        SCOPED.pop('toy', None)
+    assert 'toy' not in BENCHMARKS and 'toy' not in READERS.names()
