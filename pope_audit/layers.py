@@ -13,7 +13,7 @@ __all__ = ['LAYERS', 'LAZY_LOADER', 'RUN_EXTRA', 'layer_of', 'may_import', 'pack
 
 # %% ../nbs/interface/91_architecture.ipynb #ecfde6c6
 LAYERS = {   # bottom to top: layer (a folder of nbs/) -> its modules
-    'foundation': ('core', 'paper', 'registry', 'reasoning', 'data', 'tokens', 'readouts', 'readers', 'metrics'),
+    'foundation': ('core', 'paper', 'registry', 'reasoning', 'data', 'gguf', 'templates', 'joins', 'chat', 'probe', 'tokens', 'readouts', 'readers', 'metrics'),
     'benchmarks': ('mme', 'amber', 'hallusionbench', 'naturalbench', 'relabel', 'scoring', 'benchmarks', 'builder', 'synthetic'),
     'appendix': ('reconstruct', 'survey', 'confounds', 'attention', 'controls'),
     'models': ('tiny', 'family', 'models', 'mplug_owl2', 'engine', 'newmodel', 'tinyvlm', 'tinythink', 'smollm2'),
