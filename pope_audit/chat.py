@@ -13,21 +13,10 @@ from .templates import Template
 from .joins import FORMS, last_token_join
 
 # %% auto #0
-__all__ = ['PINNED_DATE', 'POSITION_SETTINGS', 'chat_template_of', 'trailing_difference', 'ChatPrompt', 'chat_prompt']
+__all__ = ['PINNED_DATE', 'POSITION_SETTINGS', 'chat_template_of', 'trailing_difference', 'render_chat', 'ChatPrompt',
+           'chat_prompt']
 
-# %% ../nbs/foundation/02d_chat.ipynb #c7a1f004
-PINNED_DATE = date(2024, 7, 26)    # Llama 3.1's own fallback date; a template that prints today's date renders this one instead
-POSITION_SETTINGS = ({'enable_thinking': False}, {'thinking': False})   # switches that move a template's scaffolding into its generation prompt
-_STRFTIME = re.compile(r'''strftime_now\(\s*(["'])(.*?)\1\s*\)''')
-
-def _pin_date(tmpl:str) -> tuple[str, dict]:
-    "The template with `strftime_now` answering the pinned date, and `date_string` set, if it asks for a date."
-    if 'strftime_now' not in tmpl and 'date_string' not in tmpl: return tmpl, {}
-    fmts = sorted({m[2] for m in _STRFTIME.finditer(tmpl)})
-    ifs = ''.join(f'{{%- {"el" if i else ""}if f == {f!r} -%}}{PINNED_DATE.strftime(f)}' for i, f in enumerate(fmts))
-    macro = '{%- macro strftime_now(f) -%}' + (ifs + '{%- else -%}' if fmts else '') + PINNED_DATE.isoformat() + ('{%- endif -%}' if fmts else '') + '{%- endmacro -%}'
-    return macro + tmpl, {'date_string': PINNED_DATE.strftime('%d %b %Y')}
-
+# %% ../nbs/foundation/02d_chat.ipynb #dd3c5472
 def _tokenizer_of(obj): return getattr(obj, 'tokenizer', None) or obj          # a processor holds its tokenizer
 
 def chat_template_of(obj, name:str|None=None, choose:str='choose one with --chat-template NAME') -> tuple[str|None, str|None]:
@@ -48,6 +37,36 @@ def trailing_difference(given:str, own:str) -> str|None:
     if given == own or given.rstrip() != own.rstrip(): return None
     core = len(own.rstrip())
     return f"the template differs from the model's own chat template only at its end: it ends {given[core:]!r} where the model's own ends {own[core:]!r}"
+
+# %% ../nbs/foundation/02d_chat.ipynb #1394589d
+PINNED_DATE = date(2024, 7, 26)    # Llama 3.1's own fallback date; a template that prints today's date renders this one instead
+_STRFTIME = re.compile(r"""strftime_now\(\s*(["'])(.*?)\1\s*\)""")
+
+def _pin_date(tmpl:str) -> tuple[str, dict]:
+    "The template with `strftime_now` answering the pinned date, and `date_string` set, if it asks for a date."
+    if 'strftime_now' not in tmpl and 'date_string' not in tmpl: return tmpl, {}
+    fmts = sorted({m[2] for m in _STRFTIME.finditer(tmpl)})
+    ifs = ''.join(f'{{%- {"el" if i else ""}if f == {f!r} -%}}{PINNED_DATE.strftime(f)}' for i, f in enumerate(fmts))
+    macro = '{%- macro strftime_now(f) -%}' + (ifs + '{%- else -%}' if fmts else '') + PINNED_DATE.isoformat() + ('{%- endif -%}' if fmts else '') + '{%- endmacro -%}'
+    return macro + tmpl, {'date_string': PINNED_DATE.strftime('%d %b %Y')}
+
+def render_chat(renderer, # what renders: a tokenizer, or a processor with its own `apply_chat_template`
+                tmpl:str, # the chat template
+                question:str, # the user's text
+                answer:str|None=None, # a finished assistant turn holding this text (None: no assistant turn)
+                style:str='blocks', # the user's content: 'blocks' (an image, then the text), 'text' (a string), 'text blocks' (the text alone)
+                gen:bool=True, # open the assistant's turn (`add_generation_prompt`)
+                **kw, # template variables: a thinking switch, a position setting
+               ) -> str:
+    "One image and one question (and an answer) rendered with the chat template `tmpl`, a printed date pinned to `PINNED_DATE`."
+    tmpl, dates = _pin_date(tmpl)
+    turns = [('user', question), *([('assistant', answer)] if answer is not None else [])]
+    conv = [dict(role=r, content=t if style == 'text' else [*([{'type': 'image'}] if style == 'blocks' and r == 'user' else []), {'type': 'text', 'text': t}])
+            for r, t in turns]
+    return renderer.apply_chat_template(conv, chat_template=tmpl, tokenize=False, add_generation_prompt=gen, **dates, **kw)
+
+# %% ../nbs/foundation/02d_chat.ipynb #a7b682ab
+POSITION_SETTINGS = ({'enable_thinking': False}, {'thinking': False})   # switches that move a template's scaffolding into its generation prompt
 
 def _common_prefix(a:str, b:str) -> str:
     n = 0
@@ -72,27 +91,38 @@ class ChatPrompt:
 
 _NO_CHAT = 'pass --template with a preset (pope-audit ls templates) or a string with {question}'
 
+def _first_style(render, tmpl:str, fail) -> tuple[str, str, str]:
+    "The first user-content style the template renders, and its rendering with and without the generation prompt."
+    errors = []
+    # content blocks with an image, a string, or text blocks alone (a template that reads content[0]['text'], as MiniMax's do)
+    for style in (('blocks', 'text', 'text blocks') if re.search(r"""['"]image['"]""", tmpl) else ('text', 'text blocks', 'blocks')):
+        try: return style, render(style), render(style, gen=False)
+        except Exception as e: errors.append(e)
+    raise fail(next((e for e in errors if type(e).__name__ == 'TemplateError'), errors[0]))
+
+def _position_setting(render, style:str, tmpl:str, before:str, gp:str) -> tuple[str, dict]:
+    "The generation prompt under the first of `POSITION_SETTINGS` that puts the finished turn's scaffolding in it, and that setting ({} if none does)."
+    if before.startswith(gp) and not before[len(gp):].strip(): return gp, {}
+    for s in POSITION_SETTINGS:
+        if not any(re.search(rf'\b{k}\b', tmpl) for k in s): continue
+        g = render(style, **s)
+        if g != gp and before.startswith(g) and not before[len(g):].strip(): return g, s
+    return gp, {}
+
 def chat_prompt(obj, forms=FORMS, template_name:str|None=None) -> ChatPrompt:
     "Render the chat template of `obj` (a tokenizer, a processor, or their folder): its generation prompt and how the answer joins it."
     if isinstance(obj, (str, os.PathLike)): obj = load_tokenizer(obj)
     tok = _tokenizer_of(obj)
     tmpl, source = chat_template_of(obj, template_name)
     if not tmpl: raise InputError(f'this tokenizer has no chat template (none in {", ".join(CHAT_TEMPLATE_FILES)} or GGUF metadata): {_NO_CHAT}', field='template')
-    tmpl, settings = _pin_date(tmpl)
-    def render(msgs, gen, style, **kw):
-        conv = [dict(m, content=m['content'] if style == 'text' else
-                     [*([{'type': 'image'}] if style == 'blocks' and m['role'] == 'user' else []), {'type': 'text', 'text': m['content']}]) for m in msgs]
-        return tok.apply_chat_template(conv, chat_template=tmpl, tokenize=False, add_generation_prompt=gen, **settings, **kw)
+    settings = _pin_date(tmpl)[1]                   # recorded: render_chat pins the date the same way
+    def render(style, answer=None, gen=True, **kw):    # a finished turn never opens another
+        return render_chat(tok, tmpl, '{question}', answer, style, gen and answer is None, **kw)
     def fail(e, what=''):
         return InputError(f'the chat template ({source}) raises {error_line(e)}{what}: {_NO_CHAT}', field='template')
-    user, errors = [{'role': 'user', 'content': '{question}'}], []
-    # content blocks with an image, a string, or text blocks alone (a template that reads content[0]['text'], as MiniMax's do)
-    for style in (('blocks', 'text', 'text blocks') if re.search(r'''['"]image['"]''', tmpl) else ('text', 'text blocks', 'blocks')):
-        try: gp, gp0 = render(user, True, style), render(user, False, style); break
-        except Exception as e: errors.append(e)
-    else: raise fail(next((e for e in errors if type(e).__name__ == 'TemplateError'), errors[0]))
+    style, gp, gp0 = _first_style(render, tmpl, fail)
     def turn(f):
-        try: return render(user + [{'role': 'assistant', 'content': f}], False, style)
+        try: return render(style, f)
         except Exception as e: raise fail(e, ' on a finished assistant turn') from None
     y, n = forms['yes'][-1], forms['no'][-1]
     fy, fn = turn(y), turn(n)
@@ -105,12 +135,8 @@ def chat_prompt(obj, forms=FORMS, template_name:str|None=None) -> ChatPrompt:
                              f'{before[len(_common_prefix(before, gp)):][-40:]!r} before the answer: {_NO_CHAT}', field='template')
         notes.append('the chat template opens the assistant turn after every user turn (add_generation_prompt changes nothing): '
                      'the answer follows the rendering as it is')
-    plain, used = gp, {}
-    if not before.startswith(gp) or before[len(gp):].strip():          # scaffolding: try the switches that put it in the prompt
-        for s in POSITION_SETTINGS:
-            if not any(re.search(rf'\b{k}\b', tmpl) for k in s): continue
-            g = render(user, True, style, **s)
-            if g != gp and before.startswith(g) and not before[len(g):].strip(): gp, used = g, s; break
+    plain = gp
+    gp, used = _position_setting(render, style, tmpl, before, gp)
     setting = ', '.join(f'{k}={v}' for k, v in used.items())
     if before.startswith(gp):
         between = before[len(gp):]

@@ -11,6 +11,7 @@ from fastcore.basics import patch
 from .core import InputError, error_line, note
 from .registry import FAMILIES, QUANTIZATIONS, DTYPES
 from .tokens import get_template, probe, Template, SINGLE_WORD, unescape, chat_template_of, trailing_difference
+from .chat import render_chat
 from .reasoning import Thinking, MARKERS, thinking_switch, template_switch, opens_block, think_block
 
 # %% auto #0
@@ -135,8 +136,7 @@ def chat_prompt(processor, # the model's processor (or a tokenizer)
         raise InputError(f'the processor has no chat template and {model_type!r} has no preset: give a template with {{image}} and {{question}}', field='chat_template')
     renderer = processor if hasattr(processor, 'apply_chat_template') else processor.tokenizer
     def render(q, **kw):
-        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
-        try: return renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False, **kw)
+        try: return render_chat(renderer, tmpl, q + post, **kw)     # the probe's renderer: one image block, then the text
         except Exception as e:
             raise InputError(f'the chat template cannot render one image and a question ({error_line(e, 160)})', field='chat_template') from None
     settings = (thinking or Thinking()).settings(thinking_switch(lambda **kw: render('{question}', **kw)), render('{question}'))
