@@ -12,7 +12,7 @@ from .core import InputError, error_line, note
 from .registry import FAMILIES, QUANTIZATIONS, DTYPES
 from .tokens import get_template, probe, Template, SINGLE_WORD, unescape, chat_template_of, trailing_difference
 from .chat import render_chat
-from .reasoning import Thinking, MARKERS, thinking_switch, template_switch, opens_block, think_block
+from .reasoning import Thinking, MARKERS, thinking_switch, opens_block, think_block
 
 # %% auto #0
 __all__ = ['PROMPT_PRESETS', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt', 'think_state', 'register_family',
@@ -157,8 +157,8 @@ def think_state(processor, # the model's processor (or a tokenizer)
     if template.name.startswith('chat-template:'):     # the model's own chat template: its switch, if it has one
         tmpl, _ = chat_template_of(processor)
         renderer = processor if hasattr(processor, 'apply_chat_template') else tok
-        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': 'Is there a dog?'}]}]
-        switch = template_switch(renderer, msgs, chat_template=tmpl)
+        try: switch = thinking_switch(lambda **v: render_chat(renderer, tmpl, 'Is there a dog?', **v))
+        except Exception: switch = None                 # a template that cannot render the image block shows no switch
     thinking.settings(switch, template.text)            # refuses `on` where nothing switches thinking on
     thinks, opened = thinking.thinks(switch, template.text), opens_block(template.text)
     m = opened or next((m for m in MARKERS.values() if m.start in vocab and m.end in vocab), None)
