@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from .core import InputError, error_line, note
 from .registry import FAMILIES, QUANTIZATIONS, DTYPES
 from .tokens import get_template, probe, Template, SINGLE_WORD, unescape, chat_template_of, trailing_difference
-from .reasoning import Thinking, MARKERS, thinking_switch, template_switch, opens_block, think_block
+from .chat import render_chat
+from .reasoning import Thinking, MARKERS, thinking_switch, opens_block, think_block
 
 # %% auto #0
 __all__ = ['PROMPT_PRESETS', 'Encoded', 'expand_image_token', 'Family', 'chat_prompt', 'think_state', 'register_family',
@@ -135,8 +136,7 @@ def chat_prompt(processor, # the model's processor (or a tokenizer)
         raise InputError(f'the processor has no chat template and {model_type!r} has no preset: give a template with {{image}} and {{question}}', field='chat_template')
     renderer = processor if hasattr(processor, 'apply_chat_template') else processor.tokenizer
     def render(q, **kw):
-        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': q + post}]}]
-        try: return renderer.apply_chat_template(msgs, chat_template=tmpl, add_generation_prompt=True, tokenize=False, **kw)
+        try: return render_chat(renderer, tmpl, q + post, **kw)     # the probe's renderer: one image block, then the text
         except Exception as e:
             raise InputError(f'the chat template cannot render one image and a question ({error_line(e, 160)})', field='chat_template') from None
     settings = (thinking or Thinking()).settings(thinking_switch(lambda **kw: render('{question}', **kw)), render('{question}'))
@@ -157,8 +157,8 @@ def think_state(processor, # the model's processor (or a tokenizer)
     if template.name.startswith('chat-template:'):     # the model's own chat template: its switch, if it has one
         tmpl, _ = chat_template_of(processor)
         renderer = processor if hasattr(processor, 'apply_chat_template') else tok
-        msgs = [{'role': 'user', 'content': [{'type': 'image'}, {'type': 'text', 'text': 'Is there a dog?'}]}]
-        switch = template_switch(renderer, msgs, chat_template=tmpl)
+        try: switch = thinking_switch(lambda **v: render_chat(renderer, tmpl, 'Is there a dog?', **v))
+        except Exception: switch = None                 # a template that cannot render the image block shows no switch
     thinking.settings(switch, template.text)            # refuses `on` where nothing switches thinking on
     thinks, opened = thinking.thinks(switch, template.text), opens_block(template.text)
     m = opened or next((m for m in MARKERS.values() if m.start in vocab and m.end in vocab), None)

@@ -130,8 +130,8 @@ CORRECTIONS = Registry('correction', {**_entries('correction', ('vcd', 'VCD'), (
                                                  ('ugaa-magnitude', 'UGAAMagnitude')),
                                       **_entries('clip_certainty', ('clip-certainty', 'ClipCertainty'))})
 
-# the prompt-template presets: name -> `Template` (the tokens module registers each as it is imported)
-TEMPLATES = Registry('template', _entries('tokens', *[(n, 'TEMPLATES') for n in (
+# the prompt-template presets: name -> `Template` (the templates module registers each as it is imported)
+TEMPLATES = Registry('template', _entries('templates', *[(n, 'TEMPLATES') for n in (
     'llava15', 'llava15-single-word', 'llava15-vicuna', 'llava-next-mistral', 'qwen2-vl', 'instructblip', 'mplug-owl2',
     'gemma-3', 'llama-3', 'llama-3.2-vision', 'qwen2.5-vl', 'qwen3', 'qwen3-vl', 'internvl', 'smolvlm', 'llava-onevision', 'mistral-3',
     'pixtral', 'aya-vision', 'glm-4.1v', 'deepseek-v3', 'gpt-oss', 'paligemma')]))

@@ -34,7 +34,8 @@ class Mutant:
     why: str = ''
 
 
-M, R, T = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb', 'nbs/foundation/02_tokens.ipynb'
+M, R = 'nbs/foundation/04_metrics.ipynb', 'nbs/foundation/03_readouts.ipynb'
+TG, TT, TJ, TC, TP = (f'nbs/foundation/02{x}.ipynb' for x in ('a_gguf', 'b_templates', 'c_joins', 'd_chat', 'e_probe'))   # the tokens chapter's parts
 G, GT = 'nbs/corrections/15a_grounding.ipynb', ('tests/test_grounding.py',)
 BI = 'tests/test_bad_input.py'
 LR, LF, LA, LV, LI, LFI = (f'nbs/interface/18{x}.ipynb' for x in ('_lint', 'a_lint_files', 'b_lint_ast', 'c_lint_values', 'd_lint_interp', 'e_lint_find'))
@@ -97,35 +98,35 @@ MUTANTS = [
            ('tests/test_trust_results.py', 'tests/test_registry.py'),
            why='a second readout silently replaces the first'),
     # tokens: merging forms, template checks
-    Mutant('bpe_merge_verdict', T, "verdict = MERGES if replaced else 'single token' if len(ids) == 1",
-           "verdict = 'single token' if len(ids) == 1", (T,), why='a merged form counts as a single answer token'),
-    Mutant('bpe_merge_join', T, "return strip(list(full[n:])), strip(list(base[n:]))", "return strip(list(full[n:])), []", (T,),
+    Mutant('bpe_merge_verdict', TP, "verdict = MERGES if replaced else 'single token' if len(ids) == 1",
+           "verdict = 'single token' if len(ids) == 1", (TP,), why='a merged form counts as a single answer token'),
+    Mutant('bpe_merge_join', TJ, "return strip(list(full[n:])), strip(list(base[n:]))", "return strip(list(full[n:])), []", (TJ,),
            why='join_answer never reports the prompt ids a form replaced'),
-    Mutant('template_two_slots', T, "if n != 1: raise InputError", "if n < 1: raise InputError", (T,),
+    Mutant('template_two_slots', TT, "if n != 1: raise InputError", "if n < 1: raise InputError", (TT,),
            why='two {question} slots accepted'),
-    Mutant('template_escapes', T, "return Template('custom', unescape(spec))",
-           "return Template('custom', spec.encode().decode('unicode_escape') if '\\\\n' in spec else spec)", (T,),
+    Mutant('template_escapes', TT, "return Template('custom', unescape(spec))",
+           "return Template('custom', spec.encode().decode('unicode_escape') if '\\\\n' in spec else spec)", (TT,),
            why='free-form templates decoded through unicode_escape (Latin-1)'),
     # issue 37: the tokenizer as transformers builds it, named chat templates, the model's own template, templates from files
-    Mutant('class_note_silent', T, "if not isinstance(named, str) or norm(named) == norm(got): return None", "if True: return None", (),
+    Mutant('class_note_silent', TG, "if not isinstance(named, str) or norm(named) == norm(got): return None", "if True: return None", (),
            ('tests/test_probe_chat.py::test_config_class_contradicting_tokenizer_json',), why='a config class that contradicts tokenizer.json goes unsaid'),
-    Mutant('config_class_loads', T, "tok = auto_tokenizer(src, **({'revision': revision} if revision else {}))",
+    Mutant('config_class_loads', TG, "tok = auto_tokenizer(src, **({'revision': revision} if revision else {}))",
            "tok = getattr(__import__('transformers'), json.loads((Path(src)/'tokenizer_config.json').read_text()).get('tokenizer_class') or 'AutoTokenizer').from_pretrained(src)", (),
            ('tests/test_probe_chat.py::test_config_class_contradicting_tokenizer_json',), why="the class tokenizer_config.json names is loaded (the defect of issue 37)"),
-    Mutant('named_template_first', T, "if name is None and 'default' not in t:", "if False:", (), ('tests/test_bad_input.py::test_chat_template_names',),
+    Mutant('named_template_first', TC, "if name is None and 'default' not in t:", "if False:", (), ('tests/test_bad_input.py::test_chat_template_names',),
            why='named chat templates without a default are not refused'),
     Mutant('template_file_stripped', 'nbs/interface/90a_cli_args.ipynb', "    return text", "    return text.rstrip()", (), ('tests/test_probe_chat.py::test_template_file_byte_for_byte',),
            why="--template-file loses its trailing whitespace, as --template \"$(cat file)\" does"),
     Mutant('own_template_ignored', 'nbs/models/05a_family.ipynb', "if not own: return get_template(cls.default_template)", "if True: return get_template(cls.default_template)", (),
            ('tests/test_probe_chat.py::test_llava_folder_prompted_with_its_own_chat_template',), why="a model's own chat template is not the default"),
     # issue 37b (held-out vocabularies and model folders)
-    Mutant('own_opening_refused', T, "        if not before.startswith(gp) or before[len(gp):].strip():", "        if True:", (),
+    Mutant('own_opening_refused', TC, "        if not before.startswith(gp) or before[len(gp):].strip():", "        if True:", (),
            ('tests/test_probe_chat.py::test_template_opening_the_assistant_turn_itself',),
            why="a template that opens the assistant turn itself (Llama 3's first, LLaVA-NeXT's) refused as having no generation prompt"),
-    Mutant('no_generation_prompt_accepted', T, "        if not before.startswith(gp) or before[len(gp):].strip():", "        if not before.startswith(gp):", (),
+    Mutant('no_generation_prompt_accepted', TC, "        if not before.startswith(gp) or before[len(gp):].strip():", "        if not before.startswith(gp):", (),
            ('tests/test_probe_chat.py::test_template_opening_the_assistant_turn_itself',),
            why='a template with no generation prompt at all accepted: the model would have to write its role first'),
-    Mutant('no_text_blocks', T, "('text', 'text blocks', 'blocks')):", "('text', 'blocks')):", (), ('tests/test_probe_chat.py::test_template_reading_text_blocks',),
+    Mutant('no_text_blocks', TC, "('text', 'text blocks', 'blocks')):", "('text', 'blocks')):", (), ('tests/test_probe_chat.py::test_template_reading_text_blocks',),
            why="a template reading content[0]['text'] (MiniMax's) is refused"),
     Mutant('blank_error_line', 'nbs/foundation/00_core.ipynb', "next((l.strip() for l in str(e).splitlines() if l.strip()), '')", "(str(e).splitlines() or [''])[0]", (),
            ('tests/test_probe_chat.py::test_library_error_named_by_its_first_words',), why="a library message opening with a newline reads as nothing"),
