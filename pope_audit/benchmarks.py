@@ -55,7 +55,7 @@ class Benchmark:
 # %% ../nbs/benchmarks/01b_benchmarks.ipynb #7f94ed25
 def register(b:Benchmark) -> Benchmark:
     "Add `b` to `BENCHMARKS` (each name once; the same benchmark defined again replaces itself)."
-    BENCHMARKS.add(b.name, b)
+    BENCHMARKS.add(b.name, b, getattr(b.load, '__module__', None))
     return b
 
 # each benchmark's registration moved to its own module; the old names still work here, through the registry

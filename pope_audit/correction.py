@@ -86,7 +86,7 @@ def register_correction(cls:type) -> type:
     "Add a correction class to `CORRECTIONS` (names are unique and may not shadow a readout; a re-run of the same class replaces it)."
     if not cls.name or cls.name in READOUTS.names(): raise ValueError(f'correction name {cls.name!r} is empty or already taken')
     if bad := [p for p in cls.needs if p not in PARTS]: raise ValueError(f'unknown part(s) {bad} (known: {", ".join(PARTS)})')
-    CORRECTIONS.add(cls.name, cls, cls.__module__)      # another class under a taken name is refused; a re-run of the same class replaces it
+    CORRECTIONS.add(cls.name, cls, cls.__module__)      # another class under a taken name is refused
     CORRECTION_METHODS.add(cls.name)   # its labels name readouts of its quantities
     return cls
 

@@ -156,7 +156,7 @@ READOUTS.fallback = _correction_label
 def readout(name:str, needs:str, description:str, tie_sensitive:bool=False, vector:Callable|None=None):
     "Register a readout function under `name` (each name once; the same function defined again replaces itself), with its vectorised form if any."
     def deco(fn):
-        READOUTS.add(name, Readout(name, needs, fn, description, tie_sensitive, vector), fn.__module__)   # a chapter re-running its module's cell replaces it
+        READOUTS.add(name, Readout(name, needs, fn, description, tie_sensitive, vector), fn.__module__)   # the module it comes from: a chapter's re-run leaves the package's
         fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
     return deco

@@ -47,7 +47,7 @@ for t in [
              '<|vision_start|><|image_pad|><|vision_end|>{question}' + SINGLE_WORD + '<|im_end|>\n<|im_start|>assistant\n', ''),
     Template('instructblip', '{question}' + SINGLE_WORD, ' '),
     Template('mplug-owl2', 'USER: <|image|>{question}' + SINGLE_WORD + ' ASSISTANT:', ' '),
-]: TEMPLATES.add(t.name, t)
+]: TEMPLATES.add(t.name, t, __name__)
 
 _ESCAPES = re.compile(r'\\(\\|n|t)')
 
@@ -116,4 +116,4 @@ CHAT_PRESETS = [   # each model's chat template rendered for one image and one q
              _TF + "src/transformers/models/paligemma/processing_paligemma.py @04fb9184: build_string_from_input puts the image tokens and "
              "<bos> before the prefix and '\\n' after it ('answer en ...' is its docstring's prefix)"),
 ]
-for t in CHAT_PRESETS: TEMPLATES.add(t.name, t)
+for t in CHAT_PRESETS: TEMPLATES.add(t.name, t, __name__)
