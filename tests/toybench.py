@@ -21,9 +21,11 @@ def toy_rule(rec):
 SCOPED['toy'] = (GROUP,)
 
 def read_toy(path, questions=None, splits=None, check=None):
-    "Records from a toy answer file, joined to the toy's questions by id."
-    replies, q = json.loads(open(path).read()), questions.set_index('question_id')
-    return [Record(GROUP, int(i), q.image[int(i)], q.question[int(i)], q.label[int(i)], text=t) for i, t in replies.items()]
+    "Records from a toy answer file, joined to the toy's questions by id (each join counted by `check`)."
+    replies, q = json.loads(open(path).read()), {r.question_id: r for r in questions.itertuples(index=False)}
+    if check is not None:
+        for i in replies: check(q[int(i)])
+    return [Record(GROUP, int(i), q[int(i)].image, q[int(i)].question, q[int(i)].label, text=t) for i, t in replies.items()]
 
 # the toy's answer files: a JSON object of replies, named *.toy.json
 TOY_READER = Reader('toy', 'toy answers (a JSON object {id: reply}, named *.toy.json)', lambda pk: pk.path.name.endswith('.toy.json'), read_toy)
