@@ -71,7 +71,7 @@ class Registry(Mapping):
         return obj
 
     def lazy(self, name:str, path:str):
-        "Declare `name` as the lazy entry `path` ('pope_audit.module:object'); a name already declared elsewhere is refused."
+        "Declare `name` as the lazy entry `path` ('package.module:object'); a name already declared elsewhere is refused."
         self._check_path(name, path)
         if self._lazy.get(name, path) != path or (name in self._live and name not in self._lazy):
             raise ValueError(f'a {self.kind} named {name!r} is already registered')
