@@ -120,7 +120,7 @@ READERS = Registry('reader', {**_entries('answers', ('records', 'RECORDS_READER'
                               **_entries('mme', ('mme', 'MME_READER')), **_entries('amber', ('amber', 'AMBER_READER')),
                               **_entries('naturalbench', ('naturalbench', 'NATURALBENCH_READER')),
                               **_entries('hallusionbench', ('hallusionbench', 'HALLUSION_READER'))})
-# the answer-file kinds `score` reads (`--kind`)
+# the package's own answer-file kinds, as a tuple for the old import path (`score` asks `READERS` itself, which a plugin extends)
 KINDS = READERS.names()
 
 # the model families: name -> `Family` subclass

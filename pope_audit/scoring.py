@@ -116,7 +116,7 @@ def _read_one(path, kind, questions, splits, split, names) -> Answers:
     return Answers(kind, records=got, questions=qsel, check=chk, notes=notes, files=[(path, [r.split for r in got])])
 
 def load_answers(path, # any supported answer file, a run folder, a tool's output folder, or a list of them
-                 kind:str|None=None, # one of `KINDS` (default: detected)
+                 kind:str|None=None, # a registered reader's kind (`READERS`; default: detected)
                  questions:pd.DataFrame|None=None, # the question table to join to (all splits)
                  splits=None, # keep only these splits
                  split:str|None=None, # the split of a predictions table or lmms-eval log that names none
