@@ -62,6 +62,7 @@ def register(b:Benchmark) -> Benchmark:
 _MOVED = dict(POPE='pope', MME='mme', AMBER='amber', NATURALBENCH='naturalbench', HALLUSIONBENCH='hallusionbench')
 
 def __getattr__(name):
+    "The benchmarks' constants and `mme_section` at their old path, looked up in the registry."
     if name in _MOVED: return BENCHMARKS[_MOVED[name]]
     if name == 'mme_section': return BENCHMARKS['mme'].section
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

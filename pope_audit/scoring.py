@@ -43,6 +43,7 @@ def layouts() -> list[str]:
 _RULES = dict(mme_rule='mme', lmms_mme_rule='lmms_mme', amber_rule='amber', naturalbench_rule='naturalbench', hallusion_rule='hallusionbench')
 
 def __getattr__(name):
+    "`LAYOUTS` and the benchmarks' rules at their old path, looked up when asked."
     if name == 'LAYOUTS': return layouts()     # computed when asked: the readers load with the benchmarks' modules
     if name in _RULES: return READOUTS[_RULES[name]].fn
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
