@@ -6,9 +6,9 @@ the first completion on the development machine, so it is built portable; the wh
 per version and flags and every later run installs it in seconds.
 
     python .ci/llama_server.py --install                  # the cached wheel (built if missing) and the server's packages, into this venv
-    python .ci/llama_server.py --serve MODEL.gguf         # serve a GGUF on a free loopback port until Ctrl-C (pope_audit.served.llama_server)
+    python .ci/llama_server.py --serve MODEL.gguf         # serve a GGUF on a free loopback port until Ctrl-C (pope_audit.running.served.llama_server)
     python .ci/llama_server.py --convert HF_FOLDER OUT    # a LLaVA-1.5-architecture model -> language-model GGUF + image-projector GGUF
-    python .ci/llama_server.py --convert smollm2 OUT      # the same for the built-in SmolLM2 VLM (pope_audit.smollm2.smollm2_dir)
+    python .ci/llama_server.py --convert smollm2 OUT      # the same for the built-in SmolLM2 VLM (pope_audit.models.smollm2.smollm2_dir)
 
 `--convert` runs the converters llama.cpp vendors in the same sdist on a transformers model folder: `convert_hf_to_gguf.py`
 for the language model (its `--mmproj` takes only Pixtral among LLaVA-class models) and the LLaVA image-encoder converter
@@ -133,7 +133,7 @@ if __name__ == '__main__':
     if a.convert:
         src = a.convert[0]
         if src == 'smollm2':
-            from pope_audit.smollm2 import smollm2_dir
+            from pope_audit.models.smollm2 import smollm2_dir
             src = smollm2_dir()
         cfg = Path(src)/'config.json'
         if not cfg.is_file(): p.error(f'--convert: {src} is not a transformers model folder (no config.json)')
@@ -143,7 +143,7 @@ if __name__ == '__main__':
         print(*convert(Path(src), Path(a.convert[1])), sep='\n')
     if a.serve:
         import time
-        from pope_audit.served import llama_server
+        from pope_audit.running.served import llama_server
         with llama_server(a.serve, a.mmproj) as url:
             print(f'serving {a.serve} at {url} (Ctrl-C stops it)', flush=True)
             try:

@@ -94,7 +94,7 @@ def merge_streams(outputs: list) -> list:
 class Site:
     def __init__(self, proc: Path, src: Path):
         self.proc, self.src, self.problems, self.entries = proc, src, [], {}
-        from pope_audit.layers import LAYERS   # the sidebar follows the layers: index first, then each layer's folder
+        from pope_audit.interface.layers import LAYERS   # the sidebar follows the layers: index first, then each layer's folder
         order = lambda p: (-1 if p.parent == proc else list(LAYERS).index(p.parent.name) if p.parent.name in LAYERS else len(LAYERS), p.name)
         self.nbs = sorted((p for p in proc.rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts), key=order)
         self.books = {p: json.loads(p.read_text()) for p in self.nbs}

@@ -13,7 +13,7 @@ p = argparse.ArgumentParser()
 p.add_argument('--n', type=int, default=7, help='repetitions of each command')
 a = p.parse_args()
 exe = shutil.which('pope-audit')
-cmd = [exe] if exe else [sys.executable, '-m', 'pope_audit.cli']
+cmd = [exe] if exe else [sys.executable, '-m', 'pope_audit.interface.cli']
 
 
 def one(argv):

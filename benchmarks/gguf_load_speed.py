@@ -18,8 +18,8 @@ a = p.parse_args()
 f = Path(a.file)
 WAYS = {
     "transformers' own GGUF reader (torch)": f"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained({str(f.parent)!r}, gguf_file={f.name!r})",
-    'load_tokenizer, first load (no torch)': f"import sys; sys.modules['torch'] = None\nfrom pope_audit.tokens import load_tokenizer; load_tokenizer({str(f)!r})",
-    'load_tokenizer, later loads (pickled)': f"import sys; sys.modules['torch'] = None\nfrom pope_audit.tokens import load_tokenizer; load_tokenizer({str(f)!r})",
+    'load_tokenizer, first load (no torch)': f"import sys; sys.modules['torch'] = None\nfrom pope_audit.foundation.tokens import load_tokenizer; load_tokenizer({str(f)!r})",
+    'load_tokenizer, later loads (pickled)': f"import sys; sys.modules['torch'] = None\nfrom pope_audit.foundation.tokens import load_tokenizer; load_tokenizer({str(f)!r})",
 }
 
 

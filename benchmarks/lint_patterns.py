@@ -15,8 +15,8 @@ false-alarm rate on the rest.
 """
 import argparse, collections, sys
 from pathlib import Path
-from pope_audit.lint import lint
-from pope_audit.tokens import shared_tokenizer
+from pope_audit.interface.lint import lint
+from pope_audit.foundation.tokens import shared_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAT = ROOT/'tests/fixtures/lint/patterns'

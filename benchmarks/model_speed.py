@@ -17,11 +17,11 @@ p.add_argument('--n', type=int, default=1, help='repetitions of each load')
 p.add_argument('--retrain', action='store_true', help="re-measure SmolLM2's training at the shipped settings")
 a = p.parse_args()
 
-from pope_audit.tinyvlm import ASSETS_ROOT, TRAINED
-from pope_audit.smollm2 import ASSET
-MODELS = {f'tiny-{f}': (f"from pope_audit.tinyvlm import tiny_vlm_dir as d; folder = d({f!r})", ASSETS_ROOT/TRAINED[f]) for f in TRAINED}
-MODELS['smollm2 (real LM)'] = ("from pope_audit.smollm2 import smollm2_dir as d; folder = d()", ASSET)
-LOAD = "\nfrom pope_audit.models import load_adapter; load_adapter(str(folder), device='cpu')"
+from pope_audit.models.tinyvlm import ASSETS_ROOT, TRAINED
+from pope_audit.models.smollm2 import ASSET
+MODELS = {f'tiny-{f}': (f"from pope_audit.models.tinyvlm import tiny_vlm_dir as d; folder = d({f!r})", ASSETS_ROOT/TRAINED[f]) for f in TRAINED}
+MODELS['smollm2 (real LM)'] = ("from pope_audit.models.smollm2 import smollm2_dir as d; folder = d()", ASSET)
+LOAD = "\nfrom pope_audit.models.adapters import load_adapter; load_adapter(str(folder), device='cpu')"
 
 
 def one(code, cache):
@@ -45,7 +45,7 @@ for name, (make, asset) in MODELS.items():
                      later_load_wall_s=statistics.median(w for w, _ in later), later_load_cpu_s=statistics.median(c for _, c in later)))
 if a.retrain:
     t0 = time.time()
-    from pope_audit.smollm2 import replay_smollm2
+    from pope_audit.models.smollm2 import replay_smollm2
     replay_smollm2()                                       # every recorded call, in order, with the thread count they ran with
     rows[-1]['train_s_now'] = round(time.time() - t0, 1)
 import pandas as pd

@@ -23,7 +23,7 @@ p.add_argument('--records', type=int, default=1_000_000, help='records in the la
 a = p.parse_args()
 run = Path(a.demo_dir)/'run'
 if not (run/'records.jsonl').exists():
-    from pope_audit.demo import demo
+    from pope_audit.interface.demo import demo
     demo(a.demo_dir, progress=False)
 
 
@@ -36,9 +36,9 @@ def timed(fn, n=a.repeat):
     return statistics.median(ws), statistics.median(cs), out
 
 
-from pope_audit.core import shared_dir
-from pope_audit.data import read_llava_questions
-from pope_audit.scoring import read_records, read_llava_answers, score_records
+from pope_audit.foundation.core import shared_dir
+from pope_audit.foundation.data import read_llava_questions
+from pope_audit.benchmarks.scoring import read_records, read_llava_answers, score_records
 w, c, st = timed(lambda: score_records(read_records(run)))
 print(f'{st.readout.nunique()} readouts x {len(read_records(run))} records (read + score): {w:.2f} s wall, {c:.2f} s CPU (load {os.getloadavg()[0]:.1f})')
 sh = shared_dir(required=True)
@@ -63,7 +63,7 @@ with open(big, 'wb') as f:                    # the id rewritten in the bytes: t
 
 # Its Parquet export: the demo's records exported once, then repeated with the same ids, in the export's row groups.
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
-from pope_audit.stream import export_parquet, parquet_schema
+from pope_audit.running.stream import export_parquet, parquet_schema
 small = pq.read_table(export_parquet(run, work/'demo.parquet'))
 with pq.ParquetWriter(big_pq, parquet_schema()) as wr:
     done, k, rest = 0, 0, small.slice(0, 0)
@@ -82,8 +82,8 @@ def cpu():
 path, what = sys.argv[1], sys.argv[2]
 w0, c0 = time.perf_counter(), cpu()
 if what == 'score':
-    from pope_audit.stream import stream_predictions
-    from pope_audit.scoring import score_predictions
+    from pope_audit.running.stream import stream_predictions
+    from pope_audit.benchmarks.scoring import score_predictions
     preds = stream_predictions(path); score_predictions(preds); n = len(preds)
 elif path.endswith('.parquet'):
     import pyarrow.parquet as pq
@@ -91,8 +91,8 @@ elif path.endswith('.parquet'):
 else:
     import json, os
     from concurrent.futures import ProcessPoolExecutor
-    from pope_audit.stream import line_ranges
-    from pope_audit.runconfig import usable_cpus
+    from pope_audit.running.stream import line_ranges
+    from pope_audit.running.runconfig import usable_cpus
     def read(job):
         with open(job[0], 'rb') as f:
             f.seek(job[1]); return sum(1 for l in f.read(job[2] - job[1]).split(b'\\n')[:-1] if json.loads(l))

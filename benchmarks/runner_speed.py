@@ -27,12 +27,12 @@ from pathlib import Path
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
-from pope_audit.core import shared_dir
-from pope_audit.data import read_pope_files
-from pope_audit.engine import Engine, reference_logits
-from pope_audit.inference import plan
-from pope_audit.models import Llava15
-from pope_audit.tiny import tiny_llava15, stand_in_images
+from pope_audit.foundation.core import shared_dir
+from pope_audit.foundation.data import read_pope_files
+from pope_audit.models.engine import Engine, reference_logits
+from pope_audit.running.inference import plan
+from pope_audit.models.adapters import Llava15
+from pope_audit.models.tiny import tiny_llava15, stand_in_images
 
 p = argparse.ArgumentParser()
 p.add_argument('--limit', type=int, help='first N questions of each split')
@@ -41,7 +41,7 @@ p.add_argument('--chunk', type=int, default=10, help='images per interleaved chu
 p.add_argument('--threads', type=int, help="torch threads (default: the runner's automatic choice; 0: leave as torch chose)")
 p.add_argument('--processes', type=int, default=0, help='also compare 1 process with N processes through `pope-audit run`')
 a = p.parse_args()
-from pope_audit.runconfig import choose_threads
+from pope_audit.running.runconfig import choose_threads
 if a.threads != 0: torch.set_num_threads(choose_threads(a.threads, 1)[0])
 
 qs = read_pope_files([shared_dir(required=True)/'data/pope/coco'])
@@ -105,12 +105,12 @@ print(f'ratio of CPU-time medians naive/ours = {medc["naive"] / medc["ours"]:.2f
 if a.processes > 1:
     def cli_run(out, *extra):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, '-m', 'pope_audit.cli', 'run', '--model', str(work/'model'), '--questions', str(work/'q'),
+        subprocess.run([sys.executable, '-m', 'pope_audit.interface.cli', 'run', '--model', str(work/'model'), '--questions', str(work/'q'),
                         '--images', str(images), '--batch-size', str(a.batch_size), '--max-new-tokens', '1', '--out', str(out), *extra],
                        check=True, capture_output=True)
         return time.perf_counter() - t0
-    from pope_audit.builder import write_pope
-    from pope_audit.tiny import save_tiny
+    from pope_audit.benchmarks.builder import write_pope
+    from pope_audit.models.tiny import save_tiny
     save_tiny('llava15', work/'model'); write_pope(qs, work/'q', prefix='coco_pope')
     t1, tn = cli_run(work/'one'), cli_run(work/'many', '--processes', str(a.processes))
     identical = (work/'one'/'records.jsonl').read_bytes() == (work/'many'/'records.jsonl').read_bytes()

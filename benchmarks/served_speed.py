@@ -13,9 +13,9 @@ The last line keeps its format: `ratio concurrency 4/1 = X over N questions; rec
 """
 import argparse, dataclasses, statistics, sys, tempfile, time
 from pathlib import Path
-from pope_audit.core import shared_dir
-from pope_audit.served import ServedConfig, llama_server, run_served
-from pope_audit.synthetic import synthetic_benchmark
+from pope_audit.foundation.core import shared_dir
+from pope_audit.running.served import ServedConfig, llama_server, run_served
+from pope_audit.benchmarks.synthetic import synthetic_benchmark
 
 p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
 p.add_argument('--images', type=int, default=20, help='images of the built-in benchmark (18 questions each)')

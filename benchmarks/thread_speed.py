@@ -15,13 +15,13 @@ import torch
 
 DEFAULT = torch.get_num_threads()          # torch's own choice, before anything sets it
 from PIL import Image
-from pope_audit.core import shared_dir
-from pope_audit.data import read_pope_files
-from pope_audit.engine import Engine
-from pope_audit.inference import plan
-from pope_audit.models import Llava15
-from pope_audit.runconfig import choose_threads, usable_cpus
-from pope_audit.tiny import tiny_llava15, stand_in_images
+from pope_audit.foundation.core import shared_dir
+from pope_audit.foundation.data import read_pope_files
+from pope_audit.models.engine import Engine
+from pope_audit.running.inference import plan
+from pope_audit.models.adapters import Llava15
+from pope_audit.running.runconfig import choose_threads, usable_cpus
+from pope_audit.models.tiny import tiny_llava15, stand_in_images
 
 
 def spin():

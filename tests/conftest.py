@@ -1,7 +1,7 @@
 "Shared fixtures: the shared data folder and tiny model folders saved with `save_pretrained`; a private temporary folder and cache."
 import os, shutil, tempfile
 import pytest
-from pope_audit.core import shared_dir
+from pope_audit.foundation.core import shared_dir
 
 _SAVED = {}
 
@@ -43,24 +43,24 @@ def shared():
 
 @pytest.fixture(scope='session')
 def pope(shared):
-    from pope_audit.data import read_pope_files
+    from pope_audit.foundation.data import read_pope_files
     return read_pope_files([shared/'data/pope/coco'])
 
 
 @pytest.fixture(scope='session')
 def tiny_dirs(tmp_path_factory):
     "Folders holding each tiny family, saved the way a hub checkpoint is."
-    from pope_audit.tiny import save_tiny, TINY
+    from pope_audit.models.tiny import save_tiny, TINY
     root = tmp_path_factory.mktemp('tiny')
     return {fam: save_tiny(fam, root/fam) for fam in TINY}
 
 
 def run_trained(folder, specs, n_images, seed=11, family='llava15'):
     "The trained tiny VLM of `family` on `n_images` scenes of the built-in benchmark with corrections `specs`: (adapter, run folder, images)."
-    from pope_audit.inference import run
-    from pope_audit.models import load_adapter
-    from pope_audit.synthetic import synthetic_benchmark
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.running.inference import run
+    from pope_audit.models.adapters import load_adapter
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     qs, imgs = synthetic_benchmark(folder/'bench', n_images=n_images, seed=seed)
     model = str(tiny_vlm_dir(family))
     out = run(model, qs, imgs, folder/'run', batch_size=4, max_new_tokens=1, progress=False, corrections=specs)
@@ -70,13 +70,13 @@ def run_trained(folder, specs, n_images, seed=11, family='llava15'):
 @pytest.fixture(scope='session')
 def bench(tmp_path_factory):
     "Eight scenes of the built-in benchmark: (questions, image folder)."
-    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
     return synthetic_benchmark(tmp_path_factory.mktemp('bench'), n_images=8)
 
 
 def run_cli(capsys, *args):
     "Run the command line in this process; return (exit code, stdout, stderr)."
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     code = 0
     try: main([str(a) for a in args])
     except SystemExit as e: code = e.code

@@ -133,7 +133,7 @@ MUTANTS = [
     Mutant('template_source_by_class', 'nbs/models/05_models.ipynb', "if where and o is not None and _named(", "if False and o is not None and _named(", (),
            ('tests/test_probe_chat.py::test_llava_folder_prompted_with_its_own_chat_template',), why="a run names the processor's class, not the file its template came from"),
     # the same tie rule changed in the generated module only: pytest alone must catch it
-    Mutant('tie_always_yes_module', 'pope_audit/readouts.py', "if tie == 'ge': return 'yes'", "if True: return 'yes'", (),
+    Mutant('tie_always_yes_module', 'pope_audit/foundation/readouts.py', "if tie == 'ge': return 'yes'", "if True: return 'yes'", (),
            why='as tie_always_yes, in the generated module (pytest only)'),
     # grounding corrections: each edit, the prefix cut, the certainties, AdaptVis's switch
     Mutant('pai_no_abs', G, "last + self.alpha * last.abs()", "last + self.alpha * last", (G,), GT,
@@ -292,7 +292,7 @@ def mutate(dst:Path, m:Mutant):
 
 
 def env_for(dst:Path) -> dict:
-    from pope_audit.core import shared_dir
+    from pope_audit.foundation.core import shared_dir
     env = dict(os.environ, PYTHONPATH=str(dst) + os.pathsep + os.environ.get('PYTHONPATH', ''),
                HF_HUB_OFFLINE='1', HF_DATASETS_OFFLINE='1', TRANSFORMERS_OFFLINE='1', MPLBACKEND='Agg')
     sh = shared_dir()

@@ -10,7 +10,7 @@ from the shared folder, the package cache or its repository at a pinned commit),
 entry in provenance.json (repository, commit, source path and sha256, columns, what was checked, the note). Nothing
 is written unless every deriver asked for succeeds; a file that fails a check is named in one line, exit 2.
 
-The output goes to the package's assets (pope_audit/assets/paper/, read by `pope_audit.paper.paper_records` and
+The output goes to the package's assets (pope_audit/assets/paper/, read by `pope_audit.foundation.paper.paper_records` and
 `paper_attention`), because chapters read it and must run on an installed copy; the tests read it from there too.
 The repository's files are never copied into this one: only the columns a chapter needs, derived.
 
@@ -60,8 +60,8 @@ def read_source(src:Path, rel:str, commit:str) -> tuple[bytes, dict]:
 def pope_questions() -> dict:
     "split -> {question id: (image, label)} from COCO POPE's own files (shared, cached, or downloaded at the pinned commit)."
     sys.path.insert(0, str(ROOT))
-    from pope_audit.relabel import find_files, POPE_COCO
-    from pope_audit.data import read_pope_files
+    from pope_audit.benchmarks.relabel import find_files, POPE_COCO
+    from pope_audit.foundation.data import read_pope_files
     q = read_pope_files([find_files(POPE_COCO)])
     return {s: {int(i): (im, l) for i, im, l in zip(g.question_id, g.image, g.label)} for s, g in q.groupby('split')}, POPE_COCO.name
 
@@ -185,7 +185,7 @@ def main(argv=None):
     p.add_argument('--note', help='how the copy was obtained, kept in the provenance')
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from pope_audit.core import atomic_write
+    from pope_audit.foundation.core import atomic_write
     try:
         commit = commit_of(a.src, a.commit)
         pope, pope_name = pope_questions()

@@ -2,9 +2,9 @@
 import json, subprocess, sys
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
-from pope_audit.amber import amber_answer, amber_scores, inference_text, read_amber_questions, AMBER_GROUPS
-from pope_audit.scoring import load_answers, predictions
+from pope_audit.interface.cli import main
+from pope_audit.benchmarks.amber import amber_answer, amber_scores, inference_text, read_amber_questions, AMBER_GROUPS
+from pope_audit.benchmarks.scoring import load_answers, predictions
 
 REF = json.loads((Path(__file__).parent/'reference/amber/inference_outputs.json').read_text())
 
@@ -100,7 +100,7 @@ def test_ls_and_no_torch(shared, questions, tmp_path, capsys):
     main(['ls', 'benchmarks'])
     assert 'amber ' in capsys.readouterr().out
     f = responses(questions, tmp_path/'r.json')
-    code = ("import sys; from pope_audit.scoring import load_answers; from pope_audit.benchmarks import benchmark_scores, find_benchmark; "
+    code = ("import sys; from pope_audit.benchmarks.scoring import load_answers; from pope_audit.benchmarks.benchmark import benchmark_scores, find_benchmark; "
             f"q, _ = find_benchmark([{str(shared/'data/amber')!r}]).load([{str(shared/'data/amber')!r}]); "
             f"doc, text = benchmark_scores(load_answers({str(f)!r}, questions=q)); assert doc['benchmark'] == 'amber'; "
             "assert 'torch' not in sys.modules, 'torch imported'")
@@ -110,8 +110,8 @@ def test_ls_and_no_torch(shared, questions, tmp_path, capsys):
 
 def test_run_amber(shared, tmp_path, capsys):
     "run detects AMBER's data folder and reads its images from a flat folder; its records score as AMBER; report works."
-    from pope_audit.tiny import stand_in_images
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.models.tiny import stand_in_images
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     q = read_amber_questions(shared/'data/amber', ['amber-existence', 'amber-number'])
     stand_in_images(sorted(set(q.groupby('split').head(2).image)), tmp_path/'img', size=(32, 32))
     main(['run', '--model', tiny_vlm_dir('llava15'), '--questions', shared/'data/amber', '--images', tmp_path/'img',

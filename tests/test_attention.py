@@ -1,8 +1,8 @@
 "Attention shares from the cached, batched path equal those of a full forward with output_attentions, on every family."
 import pytest, torch
-from pope_audit.tiny import TINY, stand_in_image
-from pope_audit.models import Llava15, LlavaNext, Qwen2VL, InstructBlip
-from pope_audit.engine import Engine
+from pope_audit.models.tiny import TINY, stand_in_image
+from pope_audit.models.adapters import Llava15, LlavaNext, Qwen2VL, InstructBlip
+from pope_audit.models.engine import Engine
 
 CLASSES = {'llava15': Llava15, 'llava-next': LlavaNext, 'qwen2-vl': Qwen2VL, 'instructblip': InstructBlip}
 

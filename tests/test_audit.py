@@ -2,8 +2,8 @@
 import json
 import pandas as pd
 import pytest
-from pope_audit.audit import audit, model_probe, transfer_check, transfer_warnings, audit_table, AUDIT_READOUTS
-from pope_audit.core import InputError
+from pope_audit.interface.audit import audit, model_probe, transfer_check, transfer_warnings, audit_table, AUDIT_READOUTS
+from pope_audit.foundation.core import InputError
 
 
 def test_transfer_predicted_from_config_and_processor(tiny_dirs):
@@ -21,7 +21,7 @@ def test_transfer_predicted_from_config_and_processor(tiny_dirs):
 
 def test_audit_two_families_resumable(tiny_dirs, bench, tmp_path, capsys):
     qs, imgs = bench
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     models = {'llava': str(tiny_vlm_dir('llava15')), 'qwen': str(tiny_dirs['qwen2-vl'])}
     t = audit(tmp_path/'a', models, questions=qs, images=imgs, limit=4, max_new_tokens=3)
     out, err = capsys.readouterr()
@@ -55,8 +55,8 @@ def test_audit_refuses(tmp_path):
 
 def test_audit_command(tiny_dirs, bench, tmp_path, capsys):
     "`pope-audit audit`: models run from question files, run folders read as they are, JSON, exit 2 on bad input, --demo (the trained Qwen2-VL shows the transfer failure)."
-    from pope_audit.cli import main
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.interface.cli import main
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     qs, imgs = bench
     main(['audit', '--models', f'llava={tiny_vlm_dir("llava15")}', f'qwen={tiny_dirs["qwen2-vl"]}', '--questions', imgs.parent/'synthetic_pope_random.json',
           '--images', imgs, '--limit', '3', '--max-new-tokens', '2', '--out', tmp_path/'a'])

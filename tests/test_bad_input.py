@@ -3,10 +3,10 @@ import json, subprocess, sys
 from pathlib import Path
 import pandas as pd
 import pytest
-from pope_audit.cli import main
+from pope_audit.interface.cli import main
 from conftest import run_cli
 
-CLI = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+CLI = [sys.executable, '-c', 'from pope_audit.interface.cli import main; main()']
 
 
 def cli(capsys, *args):
@@ -572,7 +572,7 @@ LINT_FIX = __import__('pathlib').Path(__file__).parent/'fixtures'/'lint'
 
 def lint_run(tmp_path, *args, timeout=120):
     "`pope-audit lint` in a fresh process (a FIFO opened by mistake would hang it, the timeout would say so)."
-    from pope_audit.core import shared_dir
+    from pope_audit.foundation.core import shared_dir
     gguf = shared_dir(required=True)/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
     return subprocess.run(CLI + ['lint', *map(str, args), '--tokenizer', str(gguf)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
 

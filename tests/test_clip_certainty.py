@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from PIL import Image
-import pope_audit.clip_certainty as cc
-from pope_audit.core import InputError, sha256_file
-from pope_audit.corrections import parse_correction
+import pope_audit.corrections.clip_certainty as cc
+from pope_audit.foundation.core import InputError, sha256_file
+from pope_audit.corrections.methods import parse_correction
 
 torch.set_num_threads(1)
 
@@ -78,10 +78,10 @@ def test_local_folder_without_calibration(tmp_path):
 
 @pytest.fixture(scope='module')
 def tiny_run(tmp_path_factory):
-    from pope_audit.inference import run
-    from pope_audit.scoring import read_records
-    from pope_audit.synthetic import synthetic_benchmark
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.running.inference import run
+    from pope_audit.benchmarks.scoring import read_records
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     work = tmp_path_factory.mktemp('clip')
     qs, imgs = synthetic_benchmark(work/'bench', n_images=3, seed=2026)
     out = run(str(tiny_vlm_dir()), qs, imgs, work/'run', batch_size=8, max_new_tokens=1, progress=False,
@@ -123,7 +123,7 @@ def test_tau_is_beta_one_minus_c(tiny_run):
 
 
 def test_beta_zero_is_the_baseline(tiny_run):
-    from pope_audit.readouts import READOUTS
+    from pope_audit.foundation.readouts import READOUTS
     recs, _ = tiny_run
     assert all(r.corrections['clip-certainty:beta=0']['tau'] == 0.0 for r in recs)
     assert all(r.corrections['clip-certainty:beta=0']['delta'] == r.corrections['clip-certainty']['delta'] for r in recs)

@@ -2,8 +2,8 @@
 import numpy as np
 import pandas as pd
 import pytest
-from pope_audit.readouts import Record, READOUTS
-from pope_audit.metrics import paired_boot, percentile_interval, diff_ci, bootstrap_ci, boot_totals, cluster_codes, image_clusters, clustered_mcnemar
+from pope_audit.foundation.readouts import Record, READOUTS
+from pope_audit.foundation.metrics import paired_boot, percentile_interval, diff_ci, bootstrap_ci, boot_totals, cluster_codes, image_clusters, clustered_mcnemar
 
 N_IMG = 40
 
@@ -41,7 +41,7 @@ def test_image_clusters():
 
 def test_precision_shift_interval_by_image():
     "compare_runs' shift interval is metrics.paired_boot's over whole images; by question it is narrower here (whole images flip)."
-    from pope_audit.precision import compare_runs, gap_table
+    from pope_audit.interface.precision import compare_runs, gap_table
     ref, low = _runs()
     runs = {'ref': ref, 'low': low}
     row = lambda t: t[(t['mode'] == 'low') & (t.readout == 'derived')].iloc[0]
@@ -59,7 +59,7 @@ def test_controls_plot_interval_by_image():
     "plot_controls draws metrics.diff_ci's interval over whole images (questions when asked)."
     import matplotlib; matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    from pope_audit.controls import plot_controls
+    from pope_audit.appendix.controls import plot_controls
     ref, low = _runs()
     recs = [_rec(r.question_id, r.label, r.margin, r.image, corrections={'vdd': dict(delta=r.margin, tau=r.margin - l.margin, frozen=False)})
             for r, l in zip(ref, low)]
@@ -76,7 +76,7 @@ def test_controls_plot_interval_by_image():
 
 def test_attention_interval_by_image():
     "attention_report resamples whole images; the images' shift cancels in the difference when each image has one right and one wrong answer."
-    from pope_audit.attention import attention_report, compare_groups
+    from pope_audit.appendix.attention import attention_report, compare_groups
     u = np.random.default_rng(3).normal(0, 0.05, 100)
     recs = []
     for g in range(100):
@@ -92,8 +92,8 @@ def test_attention_interval_by_image():
 
 def test_confounds_gap_interval_by_image():
     "The confounds chapter's tables on the paper's adversarial records: the image interval is bootstrap_ci's / diff_ci's with the images."
-    from pope_audit.confounds import interval_table, pair_table
-    from pope_audit.paper import paper_records
+    from pope_audit.appendix.confounds import interval_table, pair_table
+    from pope_audit.foundation.paper import paper_records
     r = paper_records('adversarial')
     it = interval_table(r, r.image, ['two_token'], n_boot=400).iloc[0]
     assert (it.lo_images, it.hi_images) == pytest.approx(bootstrap_ci(r.two_token, r.label, n_boot=400, clusters=r.image), abs=1e-12)

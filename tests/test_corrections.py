@@ -5,12 +5,12 @@ import copy, json, math
 import numpy as np
 import pytest, torch
 from PIL import Image
-from pope_audit.core import InputError
-from pope_audit.inference import run
-from pope_audit.models import load_adapter
-from pope_audit.tokens import Template
-from pope_audit.tiny import stand_in_images
-from pope_audit.corrections import DISTURBANCES, diffusion_noise, make_corrections
+from pope_audit.foundation.core import InputError
+from pope_audit.running.inference import run
+from pope_audit.models.adapters import load_adapter
+from pope_audit.foundation.tokens import Template
+from pope_audit.models.tiny import stand_in_images
+from pope_audit.corrections.methods import DISTURBANCES, diffusion_noise, make_corrections
 
 torch.set_num_threads(1)       # tiny models: one thread is faster than a contended pool
 SPECS = ['vcd', 'icd', 'vdd', 'vdd:mode=debias', 'vcd:apc_beta=none', 'icd:alpha=0.5,apc_beta=0.2,disturbance=2',
@@ -131,8 +131,8 @@ def test_closed_forms(trained):
 
 
 def test_each_method_acts_on_the_trained_model(trained):
-    from pope_audit.scoring import read_records
-    from pope_audit.corrections import controls
+    from pope_audit.benchmarks.scoring import read_records
+    from pope_audit.corrections.methods import controls
     _, out, _, specs = trained
     recs = read_records(out)
     tab = controls(recs, json.loads((out/'manifest.json').read_text())['timing'])
@@ -184,7 +184,7 @@ def test_resume_and_identity_cover_corrections(tiny_dirs, pope, tmp_path):
 
 def test_command_line(shared, tiny_dirs, pope, tmp_path):
     import subprocess, sys
-    cli = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+    cli = [sys.executable, '-c', 'from pope_audit.interface.cli import main; main()']
     qs = few(pope, 1, 6)
     imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
     base = ['run', '--model', str(tiny_dirs['llava15']), '--questions', str(shared/'data/pope/coco'), '--images', str(imgs),

@@ -1,10 +1,10 @@
 "A run whose questions and images come from a dataset with the lmms-lab/POPE schema, then rescoring it."
 from PIL import Image
-from pope_audit.data import hf_pope_like, read_hf_pope
-from pope_audit.inference import run
-from pope_audit.scoring import read_records, score_records
-from pope_audit.tiny import stand_in_image
-from pope_audit.cli import main
+from pope_audit.foundation.data import hf_pope_like, read_hf_pope
+from pope_audit.running.inference import run
+from pope_audit.benchmarks.scoring import read_records, score_records
+from pope_audit.models.tiny import stand_in_image
+from pope_audit.interface.cli import main
 
 
 def test_run_from_hf_dataset(pope, tiny_dirs, tmp_path, capsys):

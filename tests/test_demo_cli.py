@@ -1,7 +1,7 @@
 "`pope-audit demo` end to end at reduced size: a report whose numbers come from a model that learned the task."
 import pandas as pd
-from pope_audit.cli import main
-from pope_audit.scoring import read_records, predictions
+from pope_audit.interface.cli import main
+from pope_audit.benchmarks.scoring import read_records, predictions
 
 
 def test_demo_command(tmp_path, capsys, shared):

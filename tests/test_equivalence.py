@@ -1,10 +1,10 @@
 "The runner's cached, batched path against the paper's per-question `generate(max_new_tokens=1)`, on every family."
 import pytest, torch
-from pope_audit.inference import run, reference_logits
-from pope_audit.models import load_adapter
-from pope_audit.scoring import read_records
-from pope_audit.readouts import Record, READOUTS
-from pope_audit.tiny import stand_in_images
+from pope_audit.running.inference import run, reference_logits
+from pope_audit.models.adapters import load_adapter
+from pope_audit.benchmarks.scoring import read_records
+from pope_audit.foundation.readouts import Record, READOUTS
+from pope_audit.models.tiny import stand_in_images
 
 
 @pytest.mark.parametrize('family', ['llava15', 'llava-next', 'qwen2-vl', 'instructblip'])

@@ -9,15 +9,15 @@ compares with the catalogue `ls families` reads; POPE_AUDIT_WRITE_CATALOGUE=1 re
 """
 import json, os
 import pytest, torch
-from pope_audit.engine import Engine, reference_logits
+from pope_audit.models.engine import Engine, reference_logits
 from transformers import BitsAndBytesConfig
-from pope_audit.models import FAMILIES, load_adapter, load_ports, quantization_in_effect
-from pope_audit.inference import run
-from pope_audit.scoring import read_records, score_records
-from pope_audit.tiny import TINY, save_tiny, stand_in_image, stand_in_images, TINY_GENERIC, VOCABULARY
-from pope_audit.models import Generic, proven_features, write_catalogue
-from pope_audit.engine import prove_features
-from pope_audit.audit import transfer_check
+from pope_audit.models.adapters import FAMILIES, load_adapter, load_ports, quantization_in_effect
+from pope_audit.running.inference import run
+from pope_audit.benchmarks.scoring import read_records, score_records
+from pope_audit.models.tiny import TINY, save_tiny, stand_in_image, stand_in_images, TINY_GENERIC, VOCABULARY
+from pope_audit.models.adapters import Generic, proven_features, write_catalogue
+from pope_audit.models.engine import prove_features
+from pope_audit.interface.audit import transfer_check
 
 BUILDERS = {name: TINY[name] for name in TINY}
 GENERIC_ONLY = {"generic"}   # served through TINY_GENERIC below, one entry per architecture
@@ -148,7 +148,7 @@ def vip_dir(tmp_path_factory):
 
 def _run_cli(*args):
     import subprocess, sys
-    return subprocess.run([sys.executable, '-m', 'pope_audit.cli', *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, '-m', 'pope_audit.interface.cli', *map(str, args)], capture_output=True, text=True)
 
 
 def test_generic_loads_from_a_folder(shared, vip_dir, tmp_path, pope):
@@ -195,7 +195,7 @@ def test_generic_bad_input(shared, vip_dir, tmp_path, pope, case):
 @pytest.fixture(scope='module')
 def thinking_run(tmp_path_factory, shared, bench):
     "The tiny thinking model (Qwen3 vocabulary and template) on the first 12 adversarial questions of the built-in benchmark: (family, run folder, images)."
-    from pope_audit.tinythink import thinking_vlm_dir
+    from pope_audit.models.tinythink import thinking_vlm_dir
     qs, imgs = bench
     model = str(thinking_vlm_dir())
     out = run(model, qs[qs.split == 'adversarial'].head(12), imgs, tmp_path_factory.mktemp('think')/'run', progress=False, device='cpu')
@@ -224,7 +224,7 @@ def test_thinking_model_read_after_its_block(thinking_run):
 
 def test_thinking_off_renders_the_switch(thinking_run):
     "--thinking off puts Qwen3's empty block into the prompt: the engine reads the first step, and records carry no thinking."
-    from pope_audit.reasoning import Thinking
+    from pope_audit.foundation.reasoning import Thinking
     on = thinking_run[0]
     off = FAMILIES['qwen2-vl'](on.model, on.processor, thinking=Thinking('off'))
     assert off.template.text.endswith('<|im_start|>assistant\n<think>\n\n</think>\n\n') and off.think['thinks'] is False

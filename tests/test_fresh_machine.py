@@ -10,8 +10,8 @@ def _readme_out_folders() -> set[str]:
     "Relative `--out` folders anywhere in the README (shell blocks and inline commands), and the commands' own defaults."
     text = (ROOT/'README.md').read_text()
     outs = {o.split('/')[0] for o in re.findall(r'--out\s+([^\s$/`][^\s`]*)', text)}
-    from pope_audit.audit import audit_demo
-    from pope_audit.precision import precision_demo
+    from pope_audit.interface.audit import audit_demo
+    from pope_audit.interface.precision import precision_demo
     import inspect
     defaults = {inspect.signature(f).parameters['out'].default for f in (audit_demo, precision_demo)}
     return outs | defaults | {'pope-demo'}
@@ -27,7 +27,7 @@ def test_every_default_output_folder_is_ignored():
 
 
 def test_report_on_a_missing_folder_says_it_is_missing(tmp_path):
-    r = subprocess.run([sys.executable, '-m', 'pope_audit.cli', 'report', str(tmp_path/'nothing')], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, '-m', 'pope_audit.interface.cli', 'report', str(tmp_path/'nothing')], capture_output=True, text=True)
     assert r.returncode == 2 and 'no such run folder or answer file' in r.stderr and '--out' not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -45,7 +45,7 @@ def test_the_suite_leaves_home_as_it_was(tmp_path, shared):
     home = tmp_path/'home'
     home.mkdir()
     code = ('import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt; plt.plot([1]); plt.savefig("f.png")\n'
-            f'from pope_audit.tokens import load_tokenizer; load_tokenizer({str(shared/"tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")!r})')
+            f'from pope_audit.foundation.tokens import load_tokenizer; load_tokenizer({str(shared/"tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")!r})')
     r = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, env={**os.environ, 'HOME': str(home)}, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert not list(home.rglob('*')), sorted(map(str, home.rglob('*')))[:5]     # matplotlib's font cache and the package's are in the test's folder
@@ -66,7 +66,7 @@ def _gpu_commands() -> list[list[str]]:
 
 
 def test_readme_gpu_commands_name_every_family():
-    from pope_audit.tiny import TINY
+    from pope_audit.models.tiny import TINY
     hubs = [a[a.index('--model') + 1] for a in _gpu_commands()]
     assert set(hubs) == set(HUB_FAMILY) and set(HUB_FAMILY.values()) == set(TINY)
 
@@ -75,8 +75,8 @@ def test_readme_gpu_commands_name_every_family():
 def test_readme_gpu_command_runs_as_written(hub, tiny_dirs, bench, tmp_path):
     "Each family's README line, with the hub id swapped for the tiny model of its family and POPE/COCO for stand-ins, on the CPU."
     import json
-    from pope_audit.cli import main
-    from pope_audit.precision import cpu_4bit_accepts
+    from pope_audit.interface.cli import main
+    from pope_audit.interface.precision import cpu_4bit_accepts
     args = next(a for a in _gpu_commands() if a[a.index('--model') + 1] == hub)
     qs, imgs = bench
     swap = {hub: str(tiny_dirs[HUB_FAMILY[hub]]), 'POPE/output/coco': str(imgs.parent), 'coco/val2014': str(imgs)}
@@ -94,7 +94,7 @@ def test_readme_gpu_command_runs_as_written(hub, tiny_dirs, bench, tmp_path):
 
 def test_scratch_folders_go_with_worker_processes(tmp_path):
     "A scratch folder made in a pool worker (nbdev_test runs notebooks so) is gone when the pool ends: workers end without atexit."
-    script = ('import os, sys\nfrom concurrent.futures import ProcessPoolExecutor\nfrom pope_audit.core import scratch_dir\n'
+    script = ('import os, sys\nfrom concurrent.futures import ProcessPoolExecutor\nfrom pope_audit.foundation.core import scratch_dir\n'
               'def mk(): return str(scratch_dir())\n'
               "if __name__ == '__main__':\n"
               '    with ProcessPoolExecutor(2) as ex: made = [ex.submit(mk).result() for _ in range(3)]\n'

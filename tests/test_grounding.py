@@ -9,11 +9,11 @@ from PIL import Image
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.integrations.sdpa_attention import repeat_kv
-from pope_audit.inference import run
-from pope_audit.models import load_adapter
-from pope_audit.tiny import stand_in_images
-from pope_audit.corrections import make_corrections
-from pope_audit.grounding import SPATIAL_WORDS
+from pope_audit.running.inference import run
+from pope_audit.models.adapters import load_adapter
+from pope_audit.models.tiny import stand_in_images
+from pope_audit.corrections.methods import make_corrections
+from pope_audit.corrections.grounding import SPATIAL_WORDS
 
 torch.set_num_threads(1)
 SPECS = ['ugaa', 'ugaa-magnitude', 'ugaa:window=anchor', 'ugaa:rows=bos', 'pai', 'pai:apc_beta=none,gamma=2', 'vaf',
@@ -61,7 +61,7 @@ def forward(fam, inp, **state):
 
 
 def layers_of(fam, c):
-    from pope_audit.grounding import layer_range
+    from pope_audit.corrections.grounding import layer_range
     return layer_range(c.params['start'], c.params['end'], len(fam.decoder_layers()))
 
 
@@ -174,8 +174,8 @@ def test_closed_forms_are_the_baseline(trained):
 
 
 def test_noop_flag_fires_on_the_defect_only(trained):
-    from pope_audit.scoring import read_records
-    from pope_audit.corrections import controls
+    from pope_audit.benchmarks.scoring import read_records
+    from pope_audit.corrections.methods import controls
     _, out, _, specs = trained
     tab = controls(read_records(out))
     noop = tab.groupby('readout').noop.agg(lambda s: set(s))
@@ -189,7 +189,7 @@ def test_noop_flag_fires_on_the_defect_only(trained):
 
 
 def test_parameters_refused():
-    from pope_audit.core import InputError
+    from pope_audit.foundation.core import InputError
     for spec, msg in [('vaf:start=0.5,end=0.5', '0 ≤ start < end ≤ 1'), ('pai:alpha=-1', 'alpha must be ≥ 0'), ('pai:gamma=0.5', 'gamma must be ≥ 1'),
                       ('ugaa:rows=cls', "rows is 'spatial' or 'bos'"), ('ugaa:window=x', "window is 'image' or 'anchor'"),
                       ('adaptvis:w_low=x', 'w_low must be a number'), ('ugaa:beta=-1', 'beta must be a number ≥ 0')]:
@@ -199,8 +199,8 @@ def test_parameters_refused():
 @pytest.mark.parametrize('family', ['instructblip', pytest.param('qwen2-vl', marks=pytest.mark.slow)])   # Qwen2-VL: 13 s of CPU, run by CI (POPE_AUDIT_SLOW=1)
 def test_trained_families_match_direct_implementation(tmp_path, family):
     "The trained tiny InstructBLIP (image first, no shared prefix) and Qwen2-VL, where the methods' effects are large."
-    from pope_audit.tinyvlm import tiny_vlm_dir
-    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
     qs, imgs = synthetic_benchmark(tmp_path/'bench', n_images=6, seed=11)
     qs = qs[qs.image.isin(qs.image.unique()[:2])].reset_index(drop=True)
     specs = ['ugaa', 'pai', 'vaf', 'adaptvis', 'vaf:end=1,enhance=1.5,start=0']
@@ -213,16 +213,16 @@ def test_trained_families_match_direct_implementation(tmp_path, family):
 def test_command_line_runs_all_nine(tmp_path):
     "`pope-audit run --correction NAME` for every registered name on the trained tiny LLaVA-1.5, then `report` with the controls."
     import subprocess, sys
-    from pope_audit.corrections import CORRECTIONS, load_methods
-    from pope_audit.builder import write_pope
-    from pope_audit.synthetic import synthetic_benchmark
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.corrections.methods import CORRECTIONS, load_methods
+    from pope_audit.benchmarks.builder import write_pope
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     load_methods()
     names = list(CORRECTIONS)
     assert sorted(names) == sorted(['vcd', 'icd', 'vdd', 'pai', 'vaf', 'adaptvis', 'ugaa', 'ugaa-magnitude', 'clip-certainty'])   # (registry order: import order)
     qs, imgs = synthetic_benchmark(tmp_path/'bench', n_images=6, seed=11)
     write_pope(qs, tmp_path/'q', prefix='syn_pope')
-    cli = [sys.executable, '-m', 'pope_audit.cli']
+    cli = [sys.executable, '-m', 'pope_audit.interface.cli']
     cmd = cli + ['run', '--model', str(tiny_vlm_dir()), '--questions', str(tmp_path/'q'), '--images', str(imgs), '--limit', '4',
                  '--batch-size', '4', '--max-new-tokens', '1', '--out', str(tmp_path/'run')] + [a for n in names for a in ('--correction', n)]
     subprocess.run(cmd, check=True, capture_output=True)

@@ -2,8 +2,8 @@
 import json
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
-from pope_audit.hallusionbench import hallusion_verdict
+from pope_audit.interface.cli import main
+from pope_audit.benchmarks.hallusionbench import hallusion_verdict
 
 REF = json.loads((Path(__file__).parent/'reference/hallusionbench/utils_outputs.json').read_text())
 CODE = {'correct': '1', 'incorrect': '0', 'unclear': '2'}
@@ -73,9 +73,9 @@ def test_bad_answers(qfile, tmp_path, capsys, edit, splits, msg):
 
 def test_run_report_audit(qfile, tmp_path, capsys):
     "run on the questions with images (nested file names), then score (no judge: says so), report and audit of the run folder."
-    from pope_audit.hallusionbench import read_hallusion_questions
-    from pope_audit.tiny import stand_in_images
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.benchmarks.hallusionbench import read_hallusion_questions
+    from pope_audit.models.tiny import stand_in_images
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     q = read_hallusion_questions(qfile, ['hallusion-VD'])
     for n in sorted(set(q.image[:2])):
         (tmp_path/'img'/n).parent.mkdir(parents=True, exist_ok=True)

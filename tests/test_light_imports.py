@@ -2,12 +2,12 @@
 import json, os, random, subprocess, sys
 from pathlib import Path
 import pytest
-from pope_audit.cli import parser
-from pope_audit.tokens import LLAVA_EIGHT
+from pope_audit.interface.cli import parser
+from pope_audit.foundation.tokens import LLAVA_EIGHT
 
 HARNESS = """
 import json, sys
-from pope_audit.cli import main
+from pope_audit.interface.cli import main
 try: main(sys.argv[2:])
 except SystemExit as e: code = e.code
 else: code = 0
@@ -71,7 +71,7 @@ def test_score_llava_answers(tmp_path, shared):
 
 
 def test_probe_tokenizer_code_only(tmp_path, shared):
-    from pope_audit.tokens import shared_tokenizer
+    from pope_audit.foundation.tokens import shared_tokenizer
     shared_tokenizer('llama-spm')        # the GGUF conversion is cached once, here (where torch is installed, transformers' config path imports it;
                                          # without torch it converts all the same: test_vocab_parity.test_gguf_without_torch)
     mods = imported(tmp_path, 'probe', '--tokenizer', shared/'tokenizers/llama-spm', '--ids', 'llava-two')
@@ -83,7 +83,7 @@ def test_probe_tokenizer_code_only(tmp_path, shared):
 
 def test_every_family_is_in_the_catalogue():
     "`ls families` reads the suite's catalogue (a JSON file: no torch); every registered family is in it."
-    from pope_audit.registry import FAMILIES
+    from pope_audit.foundation.registry import FAMILIES
     import pope_audit
     listed = [e['name'] for e in json.loads((Path(pope_audit.__file__).parent/'assets'/'families.json').read_text())]
     assert set(FAMILIES) <= set(listed)
@@ -134,7 +134,7 @@ def test_a_torch_that_does_not_import(tmp_path, tmp_path_factory):
         if p.name != 'torch': (d/p.name).symlink_to(p)                 # torch's metadata stays: pip would call it installed
     (d/'torch').mkdir()
     (d/'torch'/'__init__.py').write_text("raise OSError('libcudart.so.13: cannot open shared object file: No such file or directory')\n")
-    r = subprocess.run([sys.executable, '-S', '-m', 'pope_audit.cli', 'run', '--model', 'x', '--questions', 'q', '--out', tmp_path/'never'],
+    r = subprocess.run([sys.executable, '-S', '-m', 'pope_audit.interface.cli', 'run', '--model', 'x', '--questions', 'q', '--out', tmp_path/'never'],
                        capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONPATH': f'{d}{os.pathsep}{Path(pope_audit.__file__).parent.parent}'})
     assert (r.returncode, len(r.stderr.strip().splitlines())) == (2, 1), r.stderr[-2000:]
     assert 'torch does not import (OSError: libcudart.so.13' in r.stderr and "pip install 'pope-audit[run]'" in r.stderr
@@ -176,19 +176,19 @@ def test_readme_shows_the_refusal_as_printed(tmp_path, light_site):
 
 def test_chapters_that_need_the_run_extra(tmp_path, light_site):
     "The README lists exactly the chapters whose module does not import with the run extra hidden."
-    from pope_audit.layers import LAYERS
+    from pope_audit.interface.layers import LAYERS
     root = Path(__file__).parent.parent
     script = 'import importlib, sys\nfor m in sys.argv[1:]:\n    try: importlib.import_module("pope_audit." + m)\n    except ImportError: print(m)\n'
     mods = [m for ms in LAYERS.values() for m in ms]
     r = subprocess.run([sys.executable, '-S', '-c', script, *mods], capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONPATH': light_site})
     heavy = set(r.stdout.split())
-    assert {'models', 'inference', 'demo'} <= heavy and not {'scoring', 'tokens', 'lint', 'report', 'stream', 'cli'} & heavy, heavy
-    from pope_audit.layers import needs_run_extra
+    assert {'adapters', 'inference', 'demo'} <= heavy and not {'scoring', 'tokens', 'lint', 'report', 'stream', 'cli'} & heavy, heavy
+    from pope_audit.interface.layers import needs_run_extra
     assert heavy == set(needs_run_extra())                     # the architecture chapter's list, read from the code, is what imports
     chapter = {}
     for nb in root.glob('nbs/*/*.ipynb'):
         for c in json.loads(nb.read_text())['cells']:
-            for m in __import__('re').findall(r'#\|\s*default_exp\s+(\w+)', ''.join(c['source'])): chapter[m] = nb.stem
+            for m in __import__('re').findall(r'#\|\s*default_exp\s+\w+\.(\w+)', ''.join(c['source'])): chapter[m] = nb.stem
     readme = (root/'README.md').read_text()
     said = readme[readme.index('**Which chapters need the `run` extra.**'):]
     said = said[:said.index('Every other chapter')]

@@ -3,7 +3,7 @@ import json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 import yaml
-from pope_audit.lint import BATTERY, lint, read_sources, scan, greedy_reading
+from pope_audit.interface.lint import BATTERY, lint, read_sources, scan, greedy_reading
 from conftest import run_cli
 
 FIX = Path(__file__).parent/'fixtures'/'lint'
@@ -14,19 +14,19 @@ SPACE = 'USER: <image>\n{question} ASSISTANT: '          # a LLaVA template that
 
 @pytest.fixture(scope='module')
 def llama(shared):
-    from pope_audit.tokens import shared_tokenizer
+    from pope_audit.foundation.tokens import shared_tokenizer
     return shared_tokenizer('llama-spm')
 
 
 @pytest.fixture(scope='module')
 def qwen(shared):
-    from pope_audit.tokens import shared_tokenizer
+    from pope_audit.foundation.tokens import shared_tokenizer
     return shared_tokenizer('qwen2')
 
 
 @pytest.fixture(scope='module')
 def gemma(shared):
-    from pope_audit.tokens import shared_tokenizer
+    from pope_audit.foundation.tokens import shared_tokenizer
     return shared_tokenizer('gemma-3')
 
 
@@ -250,11 +250,11 @@ def test_old_parser_fixtures(llama):
 
 def test_model_agrees_with_the_rules_it_models(llama, tmp_path):
     "Lint's model of the package's own POPE, exact-match and VLMEvalKit rules reads the battery as the functions themselves do."
-    from pope_audit import readouts
-    from pope_audit.readouts import Record
-    from pope_audit.lint import SILENCE
+    from pope_audit.foundation import readouts
+    from pope_audit.foundation.readouts import Record
+    from pope_audit.interface.lint import SILENCE
     bare = tmp_path/'readouts.py'                 # the package marks these rules `# pope-audit: ok`: read them without the marks
-    bare.write_text(SILENCE.sub('#', (ROOT/'pope_audit/readouts.py').read_text()))
+    bare.write_text(SILENCE.sub('#', (ROOT/'pope_audit/foundation/readouts.py').read_text()))
     got = {f.what: f.reading for f in lint([bare], llama, 'llava15').findings}
     for name in ('pope_parse', 'lmms_exact', 'vlmeval_yorn'):
         fn = getattr(readouts, name)
@@ -313,7 +313,7 @@ def test_pre_commit_hook(capsys, shared):
 LIGHT = '''
 import sys
 from pathlib import Path
-from pope_audit.lint import read_sources, scan
+from pope_audit.interface.lint import read_sources, scan
 n = sum(len(scan(s)) for p in sorted(Path(sys.argv[1]).rglob('*.py')) for s in read_sources(p))
 heavy = [m for m in ('torch', 'transformers.modeling_utils', 'transformers.models.auto.modeling_auto') if m in sys.modules]
 print(n, heavy)
@@ -329,7 +329,7 @@ def test_static_reading_is_light():
 def test_lint_command_is_light(shared):
     "`pope-audit lint` in a fresh process imports no torch."
     gguf = shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'
-    code = ('import sys\nfrom pope_audit.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n'
+    code = ('import sys\nfrom pope_audit.interface.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n'
             "print('TORCH', 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, '-c', code, 'lint', str(PAT), '--tokenizer', str(gguf)], capture_output=True, text=True).stdout
     assert 'TORCH False' in out

@@ -13,7 +13,7 @@ def server(shared):
     import importlib.util
     if importlib.util.find_spec('llama_cpp') is None:                             # any llama-cpp-python server does; else the cached build
         subprocess.run([sys.executable, str(ROOT/'.ci/llama_server.py'), '--install'], check=True, stdout=subprocess.DEVNULL)
-    from pope_audit.served import llama_server
+    from pope_audit.running.served import llama_server
     gguf = shared/'models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf'
     with llama_server(gguf) as url:
         yield url, gguf
@@ -21,14 +21,14 @@ def server(shared):
 
 @pytest.fixture(scope='module')
 def bench(tmp_path_factory):
-    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
     d = tmp_path_factory.mktemp('bench')
     synthetic_benchmark(d, 3, seed=3)
     return d
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, '-c', 'from pope_audit.cli import main; main()', '--quiet', *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, '-c', 'from pope_audit.interface.cli import main; main()', '--quiet', *map(str, args)], capture_output=True, text=True)
 
 
 def listening(port:int) -> list[str]:
@@ -61,8 +61,8 @@ def test_questions_alone_against_the_model_run_here(server, bench, tmp_path):
     url, gguf = server
     r = cli('run', '--endpoint', url, '--tokenizer', gguf, '--questions', bench, '--images', bench/'images', '--no-images', '--concurrency', 2, '--out', tmp_path/'run')
     assert r.returncode == 0, r.stderr
-    from pope_audit.scoring import read_records, load_answers, score_summary
-    from pope_audit.readouts import READOUTS
+    from pope_audit.benchmarks.scoring import read_records, load_answers, score_summary
+    from pope_audit.foundation.readouts import READOUTS
     recs = read_records(tmp_path/'run')
     m = json.loads((tmp_path/'run/manifest.json').read_text())
     assert m['identity']['served']['kind'] == 'llamacpp' and m['identity']['request']['images'] is False
@@ -94,8 +94,8 @@ def test_questions_alone_against_the_model_run_here(server, bench, tmp_path):
 
 def test_served_vlm_beside_the_local_run(shared, bench, tmp_path):
     "The built-in SmolLM2 VLM converted by llama.cpp's own converters (language model + image projector), served with images, against the same model run here."
-    from pope_audit.smollm2 import smollm2_dir
-    from pope_audit.served import llama_server, served_vs_local
+    from pope_audit.models.smollm2 import smollm2_dir
+    from pope_audit.running.served import llama_server, served_vs_local
     model = smollm2_dir(shared/'models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf')
     conv = subprocess.run([sys.executable, str(ROOT/'.ci/llama_server.py'), '--convert', str(model), str(tmp_path/'gguf')], capture_output=True, text=True)
     assert conv.returncode == 0, conv.stderr[-2000:]

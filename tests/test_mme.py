@@ -2,9 +2,9 @@
 import json, subprocess, sys
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
-from pope_audit.mme import mme_answer, MME_GROUPS, MME_SUBTASKS, mme_scores, calculation_text, read_mme_questions, read_hf_mme
-from pope_audit.scoring import load_answers, predictions
+from pope_audit.interface.cli import main
+from pope_audit.benchmarks.mme import mme_answer, MME_GROUPS, MME_SUBTASKS, mme_scores, calculation_text, read_mme_questions, read_hf_mme
+from pope_audit.benchmarks.scoring import load_answers, predictions
 
 REF = json.loads((Path(__file__).parent/'reference/mme/calculation_outputs.json').read_text())
 ORDER = [t for ts in MME_GROUPS.values() for t in ts]
@@ -40,7 +40,7 @@ def test_rule_is_calculation_py():
 
 def test_lmms_rule_is_lmms_eval():
     "lmms-eval's MME parse_pred_ans, run once on the battery (tests/reference/mme/lmms_eval_mme_parse.json)."
-    from pope_audit.mme import lmms_mme_answer
+    from pope_audit.benchmarks.mme import lmms_mme_answer
     ref = json.loads((Path(__file__).parent/'reference/mme/lmms_eval_mme_parse.json').read_text())
     assert [lmms_mme_answer(a) for a in ref['answers']] == ref['parsed']
     assert sum(lmms_mme_answer(a) != mme_answer(a) for a in ref['answers']) >= 5      # the two rules part on this battery
@@ -140,7 +140,7 @@ def test_hub_loader_on_standin(tmp_path):
 
 
 def _shared():
-    from pope_audit.core import shared_dir
+    from pope_audit.foundation.core import shared_dir
     return shared_dir(required=True)
 
 
@@ -153,7 +153,7 @@ def test_ls_benchmarks(capsys):
 def test_no_torch(shared, tmp_path):
     "The benchmark layer and MME's scores import no torch (the light commands' part of the promise)."
     d = result_folder(shared, tmp_path/'f')
-    code = ("import sys; from pope_audit.scoring import load_answers; from pope_audit.benchmarks import benchmark_scores; "
+    code = ("import sys; from pope_audit.benchmarks.scoring import load_answers; from pope_audit.benchmarks.benchmark import benchmark_scores; "
             f"doc, text = benchmark_scores(load_answers({str(d)!r})); assert doc['benchmark'] == 'mme'; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
@@ -163,7 +163,7 @@ def test_no_torch(shared, tmp_path):
 @pytest.mark.parametrize('fmt', ['lmms-eval', 'vlmevalkit'])
 def test_logs_of_mme(shared, tmp_path, capsys, fmt):
     "lmms-eval's and VLMEvalKit's MME logs score as calculation.py scores the same answers, with or without the question files."
-    from pope_audit.scoring import write_vlmeval_table
+    from pope_audit.benchmarks.scoring import write_vlmeval_table
     recs = load_answers(result_folder(shared, tmp_path/'f', 'battery')).records
     if fmt == 'lmms-eval':
         log = tmp_path/'samples.jsonl'
@@ -182,8 +182,8 @@ def test_logs_of_mme(shared, tmp_path, capsys, fmt):
 
 def test_run_mme(shared, tmp_path, capsys):
     "run detects MME's question folder, finds images in either release layout, and its records score as MME."
-    from pope_audit.tiny import stand_in_images
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.models.tiny import stand_in_images
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     q = read_mme_questions(shared/'data/mme/questions', ['existence', 'artwork'])
     names = q.groupby('split').head(2).image
     for t in ('existence', 'artwork/images'): (tmp_path/'img'/t).mkdir(parents=True)

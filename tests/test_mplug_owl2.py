@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest, torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForImageTextToText
-from pope_audit.core import InputError
-from pope_audit.mplug_owl2 import (MplugOwl2Config, MplugOwl2ForConditionalGeneration, convert_checkpoint, port_key,
+from pope_audit.foundation.core import InputError
+from pope_audit.models.mplug_owl2 import (MplugOwl2Config, MplugOwl2ForConditionalGeneration, convert_checkpoint, port_key,
                                    expand_placeholder)
 
 FIX = Path(__file__).parent/'fixtures'/'mplug_owl2'
@@ -178,7 +178,7 @@ def test_bin_shards_convert(tmp_path, io, monkeypatch):
 
 def test_probe_mplug_owl2_template(shared, capsys):
     "The CLI probe on the LLaMA vocabulary with the mplug-owl2 preset derives ▁Yes 3869 / ▁No 1939."
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     main(['probe', '--tokenizer', str(shared/'tokenizers/llama-spm/ggml-vocab-llama-spm.gguf'), '--template', 'mplug-owl2'])
     derived = capsys.readouterr().out.split('derived readout set')[1]
     assert "3869 ' Yes'" in derived and "1939 ' No'" in derived
@@ -186,8 +186,8 @@ def test_probe_mplug_owl2_template(shared, capsys):
 
 def tiny_family(shared):
     "A random tiny port with the real LLaMA-2 vocabulary, behind the family adapter."
-    from pope_audit.mplug_owl2 import MplugOwl2, MplugOwl2Processor
-    from pope_audit.tokens import shared_tokenizer
+    from pope_audit.models.mplug_owl2 import MplugOwl2, MplugOwl2Processor
+    from pope_audit.foundation.tokens import shared_tokenizer
     vc = json.loads((FIX/'config.json').read_text())['visual_config']
     torch.manual_seed(0)
     m = MplugOwl2ForConditionalGeneration(MplugOwl2Config(vocab_size=32000, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
@@ -212,9 +212,9 @@ def test_family_encode(shared):
 def test_runner_matches_uncached_forwards(shared, pope, tmp_path):
     "`run` (shared prefix, left-padded batches) gives the records of one uncached forward per question."
     from PIL import Image
-    from pope_audit.inference import run
-    from pope_audit.scoring import read_records
-    from pope_audit.tiny import stand_in_images
+    from pope_audit.running.inference import run
+    from pope_audit.benchmarks.scoring import read_records
+    from pope_audit.models.tiny import stand_in_images
     fam = tiny_family(shared)
     qs = pope[pope.image.isin(pope.image.unique()[:2])].groupby('split').head(3).reset_index(drop=True)
     imgs = stand_in_images(qs.image.unique(), tmp_path/'img')
@@ -237,15 +237,15 @@ def test_runner_matches_uncached_forwards(shared, pope, tmp_path):
 def test_image_pipeline_matches_the_original(io):
     "The original's `process_images` ('resize' mode + CLIP, run by the reference script at 28 px) on a synthetic image."
     from PIL import Image
-    from pope_audit.mplug_owl2 import MplugOwl2Processor
+    from pope_audit.models.mplug_owl2 import MplugOwl2Processor
     pv = MplugOwl2Processor(None, image_size=28).pixel_values(Image.fromarray(io['image_rgb'].numpy()))
     assert pv.shape == io['image_pixels'].shape == (1, 3, 28, 28) and (pv - io['image_pixels']).abs().max() < 1e-6
 
 
 def test_engine_first_step_and_continuation_match_generate(shared):
     "The family checklist's items 2-4 (see tests/test_family_suite.py): layout, cached first step and greedy continuation = generate."
-    from pope_audit.engine import Engine, reference_logits
-    from pope_audit.tiny import stand_in_image
+    from pope_audit.models.engine import Engine, reference_logits
+    from pope_audit.models.tiny import stand_in_image
     f = tiny_family(shared)
     qs = ['Is there a dog in the image?', 'Is there a traffic light in the image?', 'Is there a cat in the image?']
     img = stand_in_image('x.jpg')

@@ -2,9 +2,9 @@
 import json
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
-from pope_audit.naturalbench import naturalbench_answer, naturalbench_scores, read_naturalbench_questions
-from pope_audit.scoring import load_answers, predictions
+from pope_audit.interface.cli import main
+from pope_audit.benchmarks.naturalbench import naturalbench_answer, naturalbench_scores, read_naturalbench_questions
+from pope_audit.benchmarks.scoring import load_answers, predictions
 
 REF = json.loads((Path(__file__).parent/'reference/naturalbench/evaluation_outputs.json').read_text())
 
@@ -77,14 +77,14 @@ def test_incomplete_group_refused(test_set):
 
 
 def test_hub_name_detected():
-    from pope_audit.benchmarks import find_benchmark
+    from pope_audit.benchmarks.benchmark import find_benchmark
     assert find_benchmark(['hf:BaiqiL/NaturalBench']).name == 'naturalbench'
 
 
 def test_run_naturalbench(test_set, tmp_path, capsys):
     "run on the test split's first group (four items, two images), and its records score as NaturalBench."
-    from pope_audit.tiny import stand_in_images
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.models.tiny import stand_in_images
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     q = read_naturalbench_questions(test_set)
     stand_in_images(sorted(set(q.image[:4])), tmp_path/'img', size=(32, 32))
     main(['run', '--model', tiny_vlm_dir('llava15'), '--questions', test_set, '--images', tmp_path/'img',

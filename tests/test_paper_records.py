@@ -3,8 +3,8 @@ import csv, hashlib, json, sys
 from pathlib import Path
 import numpy as np
 import pytest
-from pope_audit.paper import PAPER, PAPER_RECORDS, paper_records, paper_attention, paper_provenance
-from pope_audit.metrics import confusion, scores, design_effect, linearised, clustered_var, clustered_mcnemar, mcnemar_test
+from pope_audit.foundation.paper import PAPER, PAPER_RECORDS, paper_records, paper_attention, paper_provenance
+from pope_audit.foundation.metrics import confusion, scores, design_effect, linearised, clustered_var, clustered_mcnemar, mcnemar_test
 
 sys.path.insert(0, str(Path(__file__).parent))
 import paper_fixtures
@@ -54,7 +54,7 @@ def test_mcnemar_on_the_papers_records():
 
 def test_attention_diagnostic_reproduces_the_papers_effect():
     "Wrong answers drew more attention to the image: d = -0.455 (the paper's -0.46), and its p = 1.4e-24 is Mann–Whitney's, not a t-test's."
-    from pope_audit.attention import compare_groups
+    from pope_audit.appendix.attention import compare_groups
     a = paper_attention()
     c = compare_groups(a.grounding, a.prediction == a.label, n_boot=0)
     assert (c['n_correct'], c['n_wrong']) == (2490, 510)

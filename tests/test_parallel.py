@@ -2,14 +2,14 @@
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
-from pope_audit.runconfig import RunFolder
+from pope_audit.running.runconfig import RunFolder
 
-CLI = [sys.executable, '-m', 'pope_audit.cli']
+CLI = [sys.executable, '-m', 'pope_audit.interface.cli']
 
 
 @pytest.fixture
 def args(shared, pope, tiny_dirs, tmp_path):
-    from pope_audit.tiny import stand_in_images
+    from pope_audit.models.tiny import stand_in_images
     imgs = stand_in_images(pope.groupby('split').head(30).image.unique(), tmp_path/'img')
     return lambda out, *extra: ['run', '--model', str(tiny_dirs['llava15']), '--questions', str(shared/'data/pope/coco'), '--images', str(imgs),
                                 '--limit', '30', '--batch-size', '4', '--max-new-tokens', '3', '--out', str(out), *extra]
@@ -50,7 +50,7 @@ def test_two_processes_equal_one_and_survive_a_killed_worker(args, tmp_path):
 
 
 def test_a_second_run_is_refused_while_the_folder_is_held(args, tmp_path):
-    holder = subprocess.Popen([sys.executable, '-c', f'from pope_audit.runconfig import RunFolder; import time; RunFolder({str(tmp_path/"run")!r}).lock(); print("held", flush=True); time.sleep(600)'],
+    holder = subprocess.Popen([sys.executable, '-c', f'from pope_audit.running.runconfig import RunFolder; import time; RunFolder({str(tmp_path/"run")!r}).lock(); print("held", flush=True); time.sleep(600)'],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == 'held'
     r = subprocess.run(CLI + args(tmp_path/'run', '--processes', '2'), capture_output=True, text=True)

@@ -3,8 +3,8 @@ import json, shutil, sys
 from pathlib import Path
 import pandas as pd
 import pytest
-from pope_audit.core import InputError
-from pope_audit.scoring import load_answers, as_printed
+from pope_audit.foundation.core import InputError
+from pope_audit.benchmarks.scoring import load_answers, as_printed
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peer_inputs as P
@@ -18,7 +18,7 @@ from conftest import run_cli as run
 
 @pytest.fixture(scope='module')
 def llava(shared):
-    from pope_audit.data import load_questions
+    from pope_audit.foundation.data import load_questions
     root = shared/'data/pope/llava'
     q, _ = load_questions([root/'llava_pope_test.jsonl'], root/'coco')
     qs = P.llava_questions(shared)
@@ -73,7 +73,7 @@ def test_llava_eval_pope_as_printed(llava, tmp_path, name):
 
 @pytest.mark.parametrize('name', SETS)
 def test_paper_package_as_printed(llava, tmp_path, name):
-    from pope_audit.data import load_questions
+    from pope_audit.foundation.data import load_questions
     for s, ref in REF[name]['paper_package'].items():
         pf = P.write_line_aligned(llava['answers'][name], llava['qs'], s, tmp_path/f'preds_{s}.txt')
         q, _ = load_questions([llava['root']/f'coco/coco_pope_{s}.json'])
@@ -85,7 +85,7 @@ def test_paper_package_as_printed(llava, tmp_path, name):
 
 def test_unknown_vlmevalkit_matches_all_four(llava, tmp_path):
     "No other policy gives VLMEvalKit's four numbers; --unknown vlmevalkit does (perturbed answers: some are Unknown)."
-    from pope_audit.scoring import score_records
+    from pope_audit.benchmarks.scoring import score_records
     p = tmp_path/'POPE_model.tsv'
     P.vlmeval_table(llava['answers']['13b-perturbed'], llava['qs']).to_csv(p, sep='\t', index=False)
     recs = load_answers(p, questions=llava['q']).records

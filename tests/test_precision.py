@@ -2,13 +2,13 @@
 import json
 import pandas as pd
 import pytest
-from pope_audit.precision import precision_audit, mode_support, MODES
-from pope_audit.core import InputError
+from pope_audit.interface.precision import precision_audit, mode_support, MODES
+from pope_audit.foundation.core import InputError
 
 
 @pytest.fixture(scope='module')
 def tiny():
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     return str(tiny_vlm_dir('llava15'))
 
 
@@ -65,7 +65,7 @@ def test_no_questions_refused_before_any_mode_runs(tmp_path):
 
 def test_keep_leaves_small_modules_unquantised(tiny_dirs, bench, tmp_path):
     "The tiny Qwen2-VL's 32-wide vision tower in 4-bit: refused with the reason where this CPU cannot run it, run where it can; with keep it runs everywhere."
-    from pope_audit.precision import cpu_4bit_accepts
+    from pope_audit.interface.precision import cpu_4bit_accepts
     qs, imgs = bench
     kw = dict(questions=qs, images=imgs, device='cpu', n_boot=0, limit=2, max_new_tokens=2, quiet=True)
     t = precision_audit(tmp_path/'plain', str(tiny_dirs['qwen2-vl']), ['fp32', 'nf4'], **kw)
@@ -85,7 +85,7 @@ def test_cpu_4bit_capability_branches(monkeypatch):
     "The capability check follows bitsandbytes' own CPU path: with its AVX512-BF16 repacking forced off, a 32-wide layer runs."
     import bitsandbytes.nn.modules as m
     from bitsandbytes.functional import has_avx512bf16
-    from pope_audit.precision import cpu_4bit_accepts
+    from pope_audit.interface.precision import cpu_4bit_accepts
     assert cpu_4bit_accepts(64) and cpu_4bit_accepts(32) == (not has_avx512bf16())
     monkeypatch.setattr(m, 'has_avx512bf16', lambda: False)
     assert cpu_4bit_accepts(32)
@@ -93,7 +93,7 @@ def test_cpu_4bit_capability_branches(monkeypatch):
 
 def test_precision_command(tiny, bench, tmp_path, capsys):
     "`pope-audit precision`: a model on question files, JSON, exit 2 on bad input, --demo with a bitsandbytes mode and the control."
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     qs, imgs = bench
     main(['precision', '--model', tiny, '--precisions', 'fp32', 'bf16', 'nf4', '--questions', imgs.parent/'synthetic_pope_random.json',
           '--images', imgs, '--limit', '3', '--max-new-tokens', '2', '--boot', '50', '--device', 'cpu', '--out', tmp_path/'p'])

@@ -1,8 +1,8 @@
 "The probe under each model's own chat template, on the real vocabularies: where the answer starts, what joins it, and the refusals."
 import io, json, contextlib, shutil
 import pytest
-from pope_audit.core import InputError
-from pope_audit.tokens import (TEMPLATES, PINNED_DATE, shared_tokenizer, load_tokenizer, probe, probe_text, chat_prompt, chat_template_of,
+from pope_audit.foundation.core import InputError
+from pope_audit.foundation.tokens import (TEMPLATES, PINNED_DATE, shared_tokenizer, load_tokenizer, probe, probe_text, chat_prompt, chat_template_of,
                                find_chat_template, last_token_join, check_ids, Template)
 
 CHAT_VOCABS = ['gemma-3', 'qwen3', 'llama-3.1']
@@ -33,7 +33,7 @@ def folder_with(base, tmp_path, **files):
 
 
 def cli(*args):
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     o, e, code = io.StringIO(), io.StringIO(), 0
     with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
         try: main(list(map(str, args)))
@@ -103,7 +103,7 @@ def test_gguf_metadata_scan(tmp_path):
     w.add_string('tokenizer.chat_template', '{{ messages[0].content }}')
     w.add_string('tokenizer.chat_template.tool_use', 'tools')
     w.write_header_to_file(); w.write_kv_data_to_file(); w.close()
-    from pope_audit.tokens import gguf_chat_templates
+    from pope_audit.foundation.tokens import gguf_chat_templates
     assert gguf_chat_templates(tmp_path/'m.gguf') == {'default': '{{ messages[0].content }}', 'tool_use': 'tools'}
     assert find_chat_template(tmp_path, 'm.gguf')[1] == 'm.gguf: tokenizer.chat_template'
 
@@ -211,7 +211,7 @@ def test_scaffolding_without_setting_and_pinned_date(toks):
 
 
 def test_pinned_date_string():
-    from pope_audit.tokens import _pin_date
+    from pope_audit.foundation.tokens import _pin_date
     tok = shared_tokenizer('qwen3')
     llama31 = ("{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}{%- endif %}"
                "{{ 'Today Date: ' + date_string + '\\n' }}{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
@@ -394,9 +394,9 @@ LLAVA_HF = ("{% for message in messages %}{% if message['role'] != 'system' %}{{
 
 def test_llava_folder_prompted_with_its_own_chat_template(tiny_dirs, tmp_path):
     "A llava-type folder carrying a chat template runs under it, and the manifest says so; without one it keeps LLaVA-1.5's preset, saying why."
-    from pope_audit.models import load_adapter
-    from pope_audit.audit import model_probe
-    from pope_audit.tokens import SINGLE_WORD
+    from pope_audit.models.adapters import load_adapter
+    from pope_audit.interface.audit import model_probe
+    from pope_audit.foundation.tokens import SINGLE_WORD
     plain = load_adapter(str(tiny_dirs['llava15']))
     assert plain.template.name == 'llava15' and plain.template_choice == "the family's preset 'llava15': the model carries no chat template"
     d = tmp_path/'llava'
@@ -413,8 +413,8 @@ def test_llava_folder_prompted_with_its_own_chat_template(tiny_dirs, tmp_path):
 
 def test_run_manifest_says_which_template_and_why(tiny_dirs, shared, pope, tmp_path, capsys):
     from conftest import run_cli
-    from pope_audit.tiny import stand_in_images
-    from pope_audit.tokens import SINGLE_WORD
+    from pope_audit.models.tiny import stand_in_images
+    from pope_audit.foundation.tokens import SINGLE_WORD
     d = tmp_path/'llava'
     shutil.copytree(tiny_dirs['llava15'], d)
     (d/'chat_template.json').write_text(json.dumps({'chat_template': LLAVA_HF}))
@@ -436,7 +436,7 @@ def test_run_manifest_says_which_template_and_why(tiny_dirs, shared, pope, tmp_p
 
 def test_run_refuses_named_templates_without_default(toks):
     "The runner, like the probe, never guesses among named chat templates; a given template decides."
-    from pope_audit.family import Family
+    from pope_audit.models.family import Family
     class Llava(Family): family, image_token, default_template = 'llava-test', '<image>', 'llava15'
     tok = load_tokenizer(toks['qwen3'].name_or_path)
     tok.chat_template = {'rag': LLAVA_HF, 'tool_use': LLAVA_HF}
@@ -498,7 +498,7 @@ def test_template_reading_text_blocks(shared):
 def test_library_error_named_by_its_first_words(tiny_dirs, monkeypatch):
     "transformers opens some messages with a newline (GLM-4.5V's processor without torchvision): the one line names the cause."
     import transformers
-    from pope_audit.models import _processor
+    from pope_audit.models.adapters import _processor
     def refuse(*a, **k): raise ImportError('\nGlm4vVideoProcessor requires the Torchvision library but it was not found in your environment. Check out the\n...')
     monkeypatch.setattr(transformers.AutoProcessor, 'from_pretrained', refuse)
     with pytest.raises(InputError, match=r'cannot build the processor \(ImportError: Glm4vVideoProcessor requires the Torchvision library but it was not found'):

@@ -1,7 +1,7 @@
 "Frozen prompts: the exact prompt text and token ids (image run collapsed) for one question per family."
 import pytest
-from pope_audit.tiny import TINY, stand_in_image
-from pope_audit.models import Llava15, LlavaNext, Qwen2VL, InstructBlip
+from pope_audit.models.tiny import TINY, stand_in_image
+from pope_audit.models.adapters import Llava15, LlavaNext, Qwen2VL, InstructBlip
 
 Q = 'Is there a snowboard in the image?'
 SW = '\nAnswer the question using a single word or phrase.'

@@ -3,16 +3,16 @@ import json
 from types import SimpleNamespace
 import pytest
 import torch
-from pope_audit.cli import main
-from pope_audit.reasoning import strip_reasoning, answer_position, Thinking, MARKERS, think_block
-from pope_audit.readouts import Record, READOUTS
+from pope_audit.interface.cli import main
+from pope_audit.foundation.reasoning import strip_reasoning, answer_position, Thinking, MARKERS, think_block
+from pope_audit.foundation.readouts import Record, READOUTS
 
 YES, NO, THINK, END, NL, NN, IM_END = 9454, 2753, 151667, 151668, 198, 271, 151645   # Qwen3's ids ('Yes', 'No', <think>, </think>, '\n', '\n\n', <|im_end|>)
 
 
 @pytest.fixture(scope='module')
 def qwen3(shared):
-    from pope_audit.tokens import shared_tokenizer
+    from pope_audit.foundation.tokens import shared_tokenizer
     return shared_tokenizer('qwen3')
 
 
@@ -37,7 +37,7 @@ def rec(r, **kw):
 
 
 def test_answer_read_after_the_block(qwen3):
-    from pope_audit.inference import think_answers
+    from pope_audit.running.inference import think_answers
     body = qwen3.encode('The picture shows a dog.', add_special_tokens=False)
     script = [THINK, NL, *body, NL, END, NN, YES, IM_END]
     at = len(body) + 5
@@ -56,7 +56,7 @@ def test_answer_read_after_the_block(qwen3):
 
 
 def test_block_cut_by_the_limit(qwen3):
-    from pope_audit.inference import think_answers
+    from pope_audit.running.inference import think_answers
     script = [THINK] + [NL] * 40 + [END, NN, YES, IM_END]
     (r,) = think_answers(scripted_family(qwen3, script, 43), None, ['q'], max_think_tokens=16, max_new_tokens=4)
     assert r['thinking']['think_cut'] is True and r['thinking']['answer_step'] is None and r['logits'] == {}
@@ -89,7 +89,7 @@ def test_max_think_tokens_refused(tmp_path, capsys, n):
 def test_thinking_on_without_a_switch(tmp_path, capsys, tiny_dirs, shared):
     f = tmp_path/'coco_pope_random.json'
     f.write_text(json.dumps({'question_id': 1, 'image': 'a.jpg', 'text': 'Is there a dog in the image?', 'label': 'yes'}) + '\n')
-    from pope_audit.tiny import stand_in_images
+    from pope_audit.models.tiny import stand_in_images
     stand_in_images(['a.jpg'], tmp_path/'img')
     code, out = cli(capsys, 'run', '--model', tiny_dirs['llava15'], '--questions', f, '--images', tmp_path/'img', '--out', tmp_path/'out', '--thinking', 'on')
     assert code == 2 and out.err.count('\n') == 1 and 'no thinking switch' in out.err, out.err

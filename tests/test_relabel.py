@@ -3,7 +3,7 @@ import json, shutil
 import numpy as np
 import pytest
 from conftest import run_cli
-from pope_audit.metrics import (clustered_mcnemar, design_effect, metric_se, bootstrap_ci, scores, confusion, min_detectable, diff_ci)
+from pope_audit.foundation.metrics import (clustered_mcnemar, design_effect, metric_se, bootstrap_ci, scores, confusion, min_detectable, diff_ci)
 
 A13 = 'data/pope/llava/answers/llava-v1.5-13b.jsonl'
 
@@ -11,8 +11,8 @@ def q13(shared): return ['--questions', shared/'data/pope/llava/llava_pope_test.
 
 def test_repope_error_rates(shared):
     "RePOPE's published 9.3% wrong yes labels and 1.7% wrong no labels, from the files."
-    from pope_audit.relabel import read_relabel, label_changes, find_files, POPE_COCO
-    from pope_audit.data import read_pope_files
+    from pope_audit.benchmarks.relabel import read_relabel, label_changes, find_files, POPE_COCO
+    from pope_audit.foundation.data import read_pope_files
     ch = label_changes(read_relabel('repope'), read_pope_files([find_files(POPE_COCO)])).set_index('split')
     assert round(139 / 1500, 3) == 0.093 and set(ch.yes_to_no) == {139}
     assert round(ch.no_to_yes.sum() / 4500, 3) == 0.017
@@ -63,14 +63,14 @@ def test_bad_relabel(shared, tmp_path, capsys, name, lines, msg):
 
 def test_relabel_other_benchmark_answers(shared, tmp_path, capsys):
     "Answers of another benchmark (MME's subtasks) cannot be relabelled with a POPE relabel set."
-    from pope_audit.relabel import relabel_join, read_relabel
+    from pope_audit.benchmarks.relabel import relabel_join, read_relabel
     import pandas as pd
     with pytest.raises(Exception, match='another benchmark'):
         relabel_join(pd.DataFrame(dict(split=['existence'], image=['a.jpg'], question=['Is there a dog?'], label=['yes'])), read_relabel('repope'))
 
 def test_download_stand_in(shared, tmp_path, monkeypatch):
     "The download path, on a local folder laid out as the host lays out the repository; a wrong file is refused and not kept."
-    from pope_audit.relabel import REPOPE, fetch_files
+    from pope_audit.benchmarks.relabel import REPOPE, fetch_files
     host = tmp_path/'host'; d = host/REPOPE.repo/REPOPE.commit/REPOPE.folder; d.mkdir(parents=True)
     for s in ('adversarial', 'popular', 'random'): shutil.copy(shared/'data/repope'/f'coco_repope_{s}.json', d)
     shutil.copy(shared/'data/pope/coco/coco_pope_popular.json', d/'coco_repope_popular.json')
@@ -83,7 +83,7 @@ def test_download_stand_in(shared, tmp_path, monkeypatch):
 
 def test_repope_rule():
     "RePOPE's compute_answer: substring tests, yes first."
-    from pope_audit.readouts import READOUTS, Record
+    from pope_audit.foundation.readouts import READOUTS, Record
     got = [READOUTS['repope'](Record('random', 1, '', '', 'yes', text=t)) for t in ['Yes', 'nothing', 'Yes and no', 'a cat', 'Not really']]
     assert got == ['yes', 'no', 'yes', 'unknown', 'no']
 

@@ -1,10 +1,10 @@
 "A run killed by a real SIGKILL part-way resumes to exactly the records of an uninterrupted run."
 import json, os, signal, subprocess, sys, time
 import pytest
-from pope_audit.scoring import read_records
-from pope_audit.tiny import stand_in_images
+from pope_audit.benchmarks.scoring import read_records
+from pope_audit.models.tiny import stand_in_images
 
-CLI = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+CLI = [sys.executable, '-c', 'from pope_audit.interface.cli import main; main()']
 
 
 def args(shared, model, images, out):
@@ -53,7 +53,7 @@ def test_resume_refuses_other_arguments(shared, pope, tiny_dirs, tmp_path):
 @pytest.fixture(scope='module')
 def eight(pope, tiny_dirs, tmp_path_factory):
     "Eight images with one question each (so each process answers several images), and the records one uninterrupted process writes."
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     d = tmp_path_factory.mktemp('faults')
     first = pope[pope.split == 'random'].drop_duplicates('image').head(8)
     (d/'coco_pope_random.json').write_text(''.join(json.dumps(dict(question_id=int(r.question_id), image=r.image, text=r.question, label=r.label)) + '\n'
@@ -67,7 +67,7 @@ def eight(pope, tiny_dirs, tmp_path_factory):
 
 def killed_at(args, out, point, n):
     "Run with `n` processes, killed at `point`: the run ends without finishing, and score would call it incomplete."
-    from pope_audit.runstatus import run_status
+    from pope_audit.running.runstatus import run_status
     r = subprocess.run(CLI + args(out, n), env={**os.environ, 'POPE_AUDIT_FAULT': point}, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0, (point, r.stderr[-2000:])
     st = run_status(out)
@@ -76,7 +76,7 @@ def killed_at(args, out, point, n):
 
 def resumes(args, out, n, whole):
     "A resume with `n` processes ends complete, with the records of an uninterrupted run: each question exactly once, no shard left."
-    from pope_audit.runstatus import run_status
+    from pope_audit.running.runstatus import run_status
     r = subprocess.run(CLI + args(out, n), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out/'records.jsonl').read_bytes() == whole and not list(out.glob('records.rank*'))

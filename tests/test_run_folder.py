@@ -1,11 +1,11 @@
 "A run folder accepts only records it can vouch for, has one writer at a time, and every bad run input gets exit 2."
 import json, os, signal, subprocess, sys, time
 import pytest
-from pope_audit.cli import main
-from pope_audit.scoring import read_records
-from pope_audit.tiny import stand_in_images
+from pope_audit.interface.cli import main
+from pope_audit.benchmarks.scoring import read_records
+from pope_audit.models.tiny import stand_in_images
 
-CLI = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+CLI = [sys.executable, '-c', 'from pope_audit.interface.cli import main; main()']
 
 
 def cli(capsys, *args):
@@ -25,7 +25,7 @@ def setup(shared, pope, tiny_dirs, tmp_path):
 def test_second_writer_is_refused_and_a_dead_holder_frees_the_folder(setup, tmp_path, capsys):
     args, _ = setup
     out = tmp_path/'run'
-    holder = subprocess.Popen([sys.executable, '-c', f'from pope_audit.runconfig import RunFolder; import time; RunFolder({str(out)!r}).lock(); print("held", flush=True); time.sleep(600)'],
+    holder = subprocess.Popen([sys.executable, '-c', f'from pope_audit.running.runconfig import RunFolder; import time; RunFolder({str(out)!r}).lock(); print("held", flush=True); time.sleep(600)'],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == 'held'
     code, err = cli(capsys, *args(out))

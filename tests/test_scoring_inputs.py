@@ -2,8 +2,8 @@
 import json
 import pandas as pd
 import pytest
-from pope_audit.cli import main
-from pope_audit.readouts import Record
+from pope_audit.interface.cli import main
+from pope_audit.foundation.readouts import Record
 
 OFFICIAL_V = 'POPE official (COCO, POPE repository)'
 LLAVA_V = "LLaVA's older copy of POPE (COCO)"
@@ -256,7 +256,7 @@ def test_vlmevalkit_table_honours_questions(shared, tmp_path, capsys, pope):
 
 
 def test_lmms_log_checked_against_questions(shared, tmp_path, capsys, pope):
-    from pope_audit.scoring import write_lmms_log
+    from pope_audit.benchmarks.scoring import write_lmms_log
     adv = pope[pope.split == 'adversarial'].head(20)
     recs = [Record('adversarial', q.question_id, q.image, q.question + '\nAnswer the question using a single word or phrase.', q.label, text='Yes')
             for q in adv.itertuples()]
@@ -297,8 +297,8 @@ def test_fingerprint_from_ids_and_labels(pope, tmp_path, capsys):
 
 def test_llava_predictions_table_with_file_wide_ids(shared, tmp_path, capsys):
     "LLaVA-1.5-13B's decisions as a predictions table with LLaVA's own ids and no split column."
-    from pope_audit.data import read_llava_questions
-    from pope_audit.scoring import read_llava_answers, predictions
+    from pope_audit.foundation.data import read_llava_questions
+    from pope_audit.benchmarks.scoring import read_llava_answers, predictions
     q = read_llava_questions(shared/'data/pope/llava/llava_pope_test.jsonl', shared/'data/pope/llava/coco')
     p = predictions(read_llava_answers(shared/'data/pope/llava/answers/llava-v1.5-13b.jsonl', q), ['pope_parse'])
     p.drop(columns='split').to_csv(tmp_path/'p13.csv', index=False)

@@ -2,9 +2,9 @@
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
-from pope_audit.readouts import READOUTS
-from pope_audit.scoring import load_answers, score_summary, read_records
+from pope_audit.interface.cli import main
+from pope_audit.foundation.readouts import READOUTS
+from pope_audit.benchmarks.scoring import load_answers, score_summary, read_records
 from fake_server import FakeServer, scores
 
 HERE = Path(__file__).parent
@@ -13,7 +13,7 @@ HERE = Path(__file__).parent
 @pytest.fixture(scope='module')
 def bench(tmp_path_factory):
     "The built-in benchmark, 6 images (54 questions: 6 per image in each of 3 splits)."
-    from pope_audit.synthetic import synthetic_benchmark
+    from pope_audit.benchmarks.synthetic import synthetic_benchmark
     d = tmp_path_factory.mktemp('bench')
     synthetic_benchmark(d, 3, seed=3)
     return d
@@ -90,7 +90,7 @@ def test_concurrency_gives_the_same_records(bench, tok, tmp_path, capsys):
 def test_resume_after_kill(bench, tok, tmp_path, capsys):
     with FakeServer(delay=0.3) as fake:
         args = served(bench, fake.url, tmp_path/'k', '--tokenizer', tok, '--concurrency', 2)
-        p = subprocess.Popen([sys.executable, '-c', 'from pope_audit.cli import main; main()', '--quiet', 'run', *map(str, args)],
+        p = subprocess.Popen([sys.executable, '-c', 'from pope_audit.interface.cli import main; main()', '--quiet', 'run', *map(str, args)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         rec = tmp_path/'k/records.jsonl'
         t0 = time.time()
@@ -167,8 +167,8 @@ def test_key_given_and_cap_and_retries(bench, tok, tmp_path, capsys, monkeypatch
 
 
 def test_unreachable(bench, tok, tmp_path):
-    from pope_audit.core import InputError
-    from pope_audit.served import ServedConfig, run_served
+    from pope_audit.foundation.core import InputError
+    from pope_audit.running.served import ServedConfig, run_served
     dead = FakeServer()                                                             # a port bound, then closed: nothing answers there
     dead.httpd.server_close()
     t0 = time.time()
@@ -179,8 +179,8 @@ def test_unreachable(bench, tok, tmp_path):
 
 
 def test_timeout(bench, tok, tmp_path):
-    from pope_audit.core import InputError
-    from pope_audit.served import ServedConfig, run_served
+    from pope_audit.foundation.core import InputError
+    from pope_audit.running.served import ServedConfig, run_served
     with FakeServer(delay=2) as fake:                                              # answers, but later than the client waits
         with pytest.raises(InputError) as e:
             run_served(ServedConfig(fake.url, tokenizer=tok, timeout=0.3, retries=1, backoff=0.01, progress=False), [str(bench)], bench/'images', tmp_path/'t')

@@ -2,8 +2,8 @@
 import json, shutil, zipfile
 from pathlib import Path
 import pytest
-from pope_audit import smollm2
-from pope_audit.core import InputError, sha256_file
+from pope_audit.models import smollm2
+from pope_audit.foundation.core import InputError, sha256_file
 from conftest import run_cli
 
 ACCURACY = 0.85   # held-out accuracy the shipped weights must reach (the issue asks 0.85)
@@ -19,7 +19,7 @@ def gguf(shared):
 
 def _cached(kind):
     "What the cache holds of the SmolLM2 model: the kept GGUF, or assembled model folders."
-    from pope_audit.core import cache_path
+    from pope_audit.foundation.core import cache_path
     if kind == 'gguf': return list((cache_path()/'gguf').glob('*'))
     return list((cache_path()/'models').glob('smollm2-*'))
 
@@ -94,8 +94,8 @@ def test_registry_unreachable(monkeypatch, tmp_path, capsys, empty_cache):
 
 def test_template_and_probe(gguf):
     "The image-aware template renders text exactly as the GGUF's own ChatML does; the family picks it; the answer starts unspaced."
-    from pope_audit.models import Llava15
-    from pope_audit.tokens import probe
+    from pope_audit.models.adapters import Llava15
+    from pope_audit.foundation.tokens import probe
     tok = smollm2.smollm2_tokenizer(gguf)
     msgs = [{'role': 'user', 'content': 'Is there a dog?'}]
     assert tok.apply_chat_template(msgs, chat_template=smollm2.CHATML_IMAGE, add_generation_prompt=True, tokenize=False) == \
@@ -113,7 +113,7 @@ def smol(gguf):
 @pytest.fixture(scope='session')
 def smol_run(smol, bench, tmp_path_factory):
     "The assembled model through the runner on the eight-scene benchmark (144 questions)."
-    from pope_audit.inference import run
+    from pope_audit.running.inference import run
     qs, imgs = bench
     return run(str(smol), qs, imgs, tmp_path_factory.mktemp('smol')/'run', batch_size=16, max_new_tokens=1, progress=False)
 
@@ -121,8 +121,8 @@ def smol_run(smol, bench, tmp_path_factory):
 def test_assembled_model_and_its_records(smol, smol_run):
     "The cached model: the language model bit for bit the one training saw, weights.json in every run's manifest, the probe's ids in every record."
     from safetensors.torch import load_file
-    from pope_audit.scoring import read_records
-    from pope_audit.tinyvlm import weights_hash
+    from pope_audit.benchmarks.scoring import read_records
+    from pope_audit.models.tinyvlm import weights_hash
     info = json.loads((smollm2.ASSET/'training.json').read_text())
     sd = load_file(smol/'model.safetensors')
     lm = {'model.language_model.' + k.removeprefix('language_model.model.'): v for k, v in sd.items() if k.startswith('language_model.model.')}
@@ -137,7 +137,7 @@ def test_assembled_model_and_its_records(smol, smol_run):
 
 def test_shipped_weights_answer(smol_run):
     "The issue's acceptance on fresh questions: accuracy at least 0.85, the first greedy token a derived yes/no id on at least 95% of questions."
-    from pope_audit.scoring import read_records, predictions, score_predictions
+    from pope_audit.benchmarks.scoring import read_records, predictions, score_predictions
     recs = read_records(smol_run)
     st = score_predictions(predictions(recs, ['derived']), 'wrong').set_index('split')
     assert st.loc['pooled', 'accuracy'] >= ACCURACY and (st.loc[['adversarial', 'popular', 'random'], 'f1'] >= 0.80).all(), st   # 0.965 pooled here
@@ -177,7 +177,7 @@ def test_training_is_reproducible(gguf, tmp_path):
 
 def test_demo_on_smollm2(smol, tmp_path, capsys):
     "`demo --model smollm2 --out D`: the whole demo (corrections included) with its run folder at D/run; the report says the weights are real and names them."
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     main(['demo', '--model', 'smollm2', '--out', tmp_path/'d', '--images', '3'])
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1] == f"report: {tmp_path/'d'/'report.html'}" and 'clip-certainty' in out
@@ -189,8 +189,8 @@ def test_demo_on_smollm2(smol, tmp_path, capsys):
 
 def test_default_demo_runs_both(smol, tmp_path, capsys):
     "`demo` by default: the tiny model on every image in D, SmolLM2 on the first `--smollm2-images` images' questions in D/smollm2, both in the summary."
-    from pope_audit.cli import main
-    from pope_audit.scoring import read_records
+    from pope_audit.interface.cli import main
+    from pope_audit.benchmarks.scoring import read_records
     main(['demo', '--out', tmp_path/'d', '--images', '3', '--smollm2-images', '2'])
     out = capsys.readouterr().out
     tiny, real = read_records(tmp_path/'d'/'run'), read_records(tmp_path/'d'/'smollm2'/'run')
@@ -200,7 +200,7 @@ def test_default_demo_runs_both(smol, tmp_path, capsys):
 
 def test_smollm2_images_refused(tmp_path, capsys):
     "A share of no images, or a negative one, is refused before anything is written (on the command line: argparse's usage, then one error line, exit 2)."
-    from pope_audit.demo import demo
+    from pope_audit.interface.demo import demo
     with pytest.raises(InputError, match="field 'smollm2_images'"): demo(tmp_path/'d', n_images=3, smollm2_images=0)
     code, out, err = run_cli(capsys, 'demo', '--smollm2-images', '-3', '--out', tmp_path/'d', '--images', '3')
     assert code == 2 and "argument --smollm2-images: a whole number ≥ 0, not '-3'" in err.strip().splitlines()[-1], err

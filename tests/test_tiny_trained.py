@@ -2,8 +2,8 @@
 import json
 import pytest
 from safetensors.torch import load_file
-from pope_audit.models import load_adapter
-from pope_audit.tinyvlm import TRAINED, ASSETS_ROOT, tiny_vlm_dir, weights_hash, heldout, readout_table, first_logits
+from pope_audit.models.adapters import load_adapter
+from pope_audit.models.tinyvlm import TRAINED, ASSETS_ROOT, tiny_vlm_dir, weights_hash, heldout, readout_table, first_logits
 
 
 @pytest.fixture(scope='module')
@@ -27,7 +27,7 @@ def test_shipped_model(family, questions, shared):
 
 
 def test_rows_outside_training_are_the_seeded_base():
-    from pope_audit.tinyvlm import assemble, base_rows
+    from pope_audit.models.tinyvlm import assemble, base_rows
     from safetensors import safe_open
     for d in TRAINED.values():
         src = ASSETS_ROOT/d

@@ -2,9 +2,9 @@
 import json, os, resource, shutil, subprocess, sys
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
+from pope_audit.interface.cli import main
 
-CLI = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+CLI = [sys.executable, '-c', 'from pope_audit.interface.cli import main; main()']
 
 
 def cli(capsys, *args):
@@ -18,8 +18,8 @@ def cli(capsys, *args):
 @pytest.fixture(scope='module')
 def run_dir(shared, pope, tiny_dirs, tmp_path_factory):
     "A complete run of the tiny LLaVA: the first 6 questions of each split (18 records)."
-    from pope_audit.inference import run
-    from pope_audit.tiny import stand_in_images
+    from pope_audit.running.inference import run
+    from pope_audit.models.tiny import stand_in_images
     d = tmp_path_factory.mktemp('trust')
     images = stand_in_images(pope.groupby('split').head(6).image.unique(), d/'img')
     return run(str(tiny_dirs['llava15']), [shared/'data/pope/coco'], images, d/'run', limit=6, batch_size=4, max_new_tokens=2, progress=False)
@@ -91,7 +91,7 @@ def test_log_to_standard_output_where_the_help_says_so(rd, capsys):
     out, _ = rd
     code, stdout, err = cli(capsys, '--quiet', '--log-file', '-', 'score', out, '--boot', '0', '--out', out.parent/'res')
     assert code == 0 and ' results: ' in stdout and not Path('-').exists()
-    from pope_audit.cli import parser
+    from pope_audit.interface.cli import parser
     assert '- or /dev/stdout: standard output' in ' '.join(parser().format_help().split())
 
 
@@ -125,7 +125,7 @@ def test_a_folder_or_fifo_where_run_writes_is_refused(tmp_path, capsys, name, ki
 
 RUNNER = """
 import contextlib, io, json, sys
-from pope_audit.cli import main
+from pope_audit.interface.cli import main
 res = []
 for args in json.loads(sys.argv[1]):
     err = io.StringIO()

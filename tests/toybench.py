@@ -1,11 +1,11 @@
 "A toy yes/no benchmark added from outside the package, through the registry alone (the architecture chapter's worked example): its questions a JSON list of {id, image, question, label}, its answers a JSON object {id: reply}."
 import json
 import pandas as pd
-from pope_audit.benchmarks import Benchmark, register
-from pope_audit.data import ImageFolder
-from pope_audit.readouts import Record, readout, SCOPED
-from pope_audit.sniff import Reader
-from pope_audit.metrics import score_table
+from pope_audit.benchmarks.benchmark import Benchmark, register
+from pope_audit.foundation.data import ImageFolder
+from pope_audit.foundation.readouts import Record, readout, SCOPED
+from pope_audit.benchmarks.sniff import Reader
+from pope_audit.foundation.metrics import score_table
 
 GROUP = 'toy'   # its one group
 
