@@ -33,6 +33,9 @@ class _SameModule(importlib.abc.Loader):
         self.spec = self.module.__spec__
         return self.module
     def exec_module(self, module): module.__spec__ = self.spec   # the import system set the old path's spec on it
+    def get_code(self, name):
+        "`python -m pope_audit.cli`: run the module at its new path as `__main__`, where its relative imports resolve."
+        return compile(f'import runpy; runpy.run_module({self.target!r}, run_name="__main__", alter_sys=True)', f'<{name}>', 'exec')
 
 class OldPaths(importlib.abc.MetaPathFinder):
     "Finds `pope_audit.X`, a flat module path of earlier releases, as the module `X` in its layer's folder."
@@ -41,6 +44,11 @@ class OldPaths(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_loader(fullname, _SameModule(new)) if new else None
 
 if not any(type(f).__name__ == 'OldPaths' for f in sys.meta_path): sys.meta_path.append(OldPaths())
+
+def __getattr__(name):
+    "`pope_audit.core` as an attribute, as the flat package had it once the module was imported."
+    if moved(f'pope_audit.{name}') is None: raise AttributeError(f"module 'pope_audit' has no attribute {name!r}")
+    return importlib.import_module(f'pope_audit.{name}')
 
 # %% ../nbs/foundation/00_package.ipynb #4fa501a9
 def _answers_from(layer:str, module:str):

@@ -73,6 +73,12 @@ def test_every_old_flat_path_is_the_same_module():
         assert importlib.import_module(f'pope_audit.{m}') is new and new.__spec__.name == new.__name__, m
 
 
+def test_old_command_line_path_runs():
+    "`python -m pope_audit.cli` (older scripts, `accelerate launch -m` lines) runs the command line at its new path."
+    r = subprocess.run([sys.executable, '-m', 'pope_audit.cli', 'ls', 'benchmarks'], capture_output=True, text=True, check=True)
+    assert r.stdout.split()[0] == 'pope', r.stdout
+
+
 def test_old_module_names_of_a_layers_path():
     "`pope_audit.benchmarks`, `.models` and `.corrections` were modules: their names answer from the modules they became, lazily."
     code = '''import sys
