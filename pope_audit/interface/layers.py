@@ -10,8 +10,8 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['LAYER_ORDER', 'LAYERS', 'LAZY_LOADER', 'MAX_MODULE_LINES', 'MAX_FUNCTION_LINES', 'RUN_EXTRA', 'package_dir',
            'module_files', 'module_notebooks', 'misplaced', 'layer_of', 'may_import', 'import_graph',
-           'computed_imports', 'cycles', 'upward', 'layer_table', 'draw_layers', 'sizes', 'registry_table',
-           'needs_run_extra']
+           'computed_imports', 'cycles', 'upward', 'layer_table', 'layer_imports', 'draw_layers', 'sizes',
+           'registry_table', 'needs_run_extra']
 
 # %% ../../nbs/interface/91_architecture.ipynb #ecfde6c6
 # the layers, bottom to top: each a folder of nbs/ (a module's layer is the folder its notebook sits in)
@@ -99,32 +99,36 @@ def upward(graph:dict[str, set[str]]) -> list[tuple[str, str]]:
 
 # %% ../../nbs/interface/91_architecture.ipynb #7aadfbd9
 def layer_table(graph:dict[str, set[str]]|None=None) -> 'pd.DataFrame':
-    "Per layer, bottom first: its folder, its modules and the layers its modules import from."
+    "Per layer, bottom first: its folders (notebooks, package), its modules and the layers its modules import from."
     import pandas as pd
     graph = import_graph() if graph is None else graph
-    rows = [dict(layer=l, folder=f'nbs/{l}', modules=', '.join(ms),
+    rows = [dict(layer=l, folders=f'nbs/{l}/, pope_audit/{l}/', modules=', '.join(ms),
                  imports=', '.join(x for x in LAYERS if any(layer_of(b) == x and x != l for m in ms for b in graph.get(m, ()))))
             for l, ms in LAYERS.items()]
     return pd.DataFrame(rows)
 
 # %% ../../nbs/interface/91_architecture.ipynb #9e5f868f
-def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
-    "The layers as rows of module boxes with the imports between them (upward ones in red); returns the axes."
-    import matplotlib.pyplot as plt
+def layer_imports(graph:dict[str, set[str]]|None=None) -> 'pd.DataFrame':
+    "Imports between modules counted by layer: row = the importing layer, column = the imported one, both bottom first."
+    import pandas as pd
     graph = import_graph() if graph is None else graph
-    half = (max(len(ms) for ms in LAYERS.values()) - 1) / 2          # the widest layer sets the width, so labels never sit on a box
-    if ax is None: _, ax = plt.subplots(figsize=(1.25 * (2 * half + 3.3), 7))   # the same room per box, however wide
-    pos = {m: (i - (len(ms) - 1) / 2, y) for y, ms in enumerate(LAYERS.values()) for i, m in enumerate(ms)}
+    n = pd.DataFrame(0, index=list(LAYERS), columns=list(LAYERS))
     for a, bs in graph.items():
-        for b in bs:
-            up = not may_import(a, b)
-            (x0, y0), (x1, y1) = pos[a], pos[b]
-            ax.annotate('', (x1, y1), (x0, y0), arrowprops=dict(arrowstyle='->', lw=1.4 if up else .5, alpha=.9 if up else .25,
-                        color='tab:red' if up else 'grey', shrinkA=9, shrinkB=9, connectionstyle='arc3,rad=.15'))
-    for m, (x, y) in pos.items():
-        ax.text(x, y, m, ha='center', va='center', fontsize=8, bbox=dict(boxstyle='round', fc='white', ec='tab:blue'))
-    for y, l in enumerate(LAYERS): ax.text(-half - 2.3, y, l, ha='left', va='center', fontsize=10, weight='bold')
-    ax.set_xlim(-half - 2.5, half + .8); ax.set_ylim(-.6, len(LAYERS) - .4); ax.axis('off')
+        for b in bs: n.loc[layer_of(a), layer_of(b)] += 1
+    return n
+
+def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
+    "The layer-by-layer import counts as a grid: on and below the diagonal imports flow down; a count above it (boxed red) is upward."
+    import matplotlib.pyplot as plt, seaborn as sns
+    n = layer_imports(graph)
+    if ax is None: _, ax = plt.subplots(figsize=(8, 6))
+    sns.heatmap(n, annot=True, fmt='d', cmap='Blues', cbar=False, linewidths=.5, linecolor='white', ax=ax, annot_kws=dict(size=12))
+    for i in range(len(n)):
+        for j in range(i + 1, len(n)):
+            if n.iat[i, j]: ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, ec='tab:red', lw=3))
+    ax.set_xlabel('imported layer', fontsize=12); ax.set_ylabel('importing layer', fontsize=12)
+    ax.tick_params(labelsize=11); ax.tick_params(axis='x', rotation=30)
+    ax.set_title('imports between modules, by layer (the diagonal: within a layer)', fontsize=12)
     return ax
 
 # %% ../../nbs/interface/91_architecture.ipynb #1834ec87
