@@ -94,6 +94,16 @@ assert find_benchmark.__module__ == 'pope_audit.benchmarks.benchmark' and load_a
     with pytest.raises(ImportError): exec('from pope_audit.benchmarks import no_such_name')
 
 
+def test_names_renamed_for_unique_anchors_keep_their_old_names():
+    "Four names renamed so that no two API entries of a page share an anchor still import, from where they were, as the same object."
+    from pope_audit.foundation.readouts import readout, register_readout
+    from pope_audit.foundation.probe import Probe, ProbeResult
+    from pope_audit.foundation.tokens import Probe as tokens_probe
+    from pope_audit.running.parallel import world, join_world
+    from pope_audit.interface.lint_values import unmodelled, raise_unmodelled
+    assert (readout, Probe, tokens_probe, world, unmodelled) == (register_readout, ProbeResult, ProbeResult, join_world, raise_unmodelled)
+
+
 def test_each_module_one_job():
     "No module over 600 lines, no function over 60 (`layers.sizes`)."
     s = sizes()

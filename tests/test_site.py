@@ -17,8 +17,8 @@ def nb(cells, title, page):
 def md(s): return dict(cell_type='markdown', metadata={}, source=s)
 def code(s, outputs=()): return dict(cell_type='code', metadata={}, source=s, outputs=list(outputs), execution_count=None)
 def stream(name, text): return dict(output_type='stream', name=name, text=text)
-def doc(name, desc):   # what nbdev's processors leave for `show_doc(name)`
-    text = f'---\n\n[source](https://example.org/x.py#L1){{target="_blank"}}\n\n### {name}\n\n```python\ndef {name}(\n    a:int\n):\n```\n\n{desc}'
+def doc(name, desc, line=1):   # what nbdev's processors leave for `show_doc(name)`, defined at `line` of x.py
+    text = f'---\n\n[source](https://example.org/x.py#L{line}){{target="_blank"}}\n\n### {name}\n\n```python\ndef {name}(\n    a:int\n):\n```\n\n{desc}'
     return code(f'#| echo: false\n#| output: asis\nshow_doc({name})', [dict(output_type='execute_result', execution_count=None, metadata={},
                                                                             data={'text/markdown': text, 'text/plain': ''})])
 
@@ -37,7 +37,12 @@ def built(tmp_path_factory):
     (proc/'01_x.ipynb').write_text(json.dumps(nb([
         md(f'See [`good`]({HOST}/x.html#good), [`_private`]({HOST}/x.html#_private) and [a missing page](missing.html).'),
         md('`LIMITS`: dict constant'), md('<img src="gone.png" alt="a figure">'),
-        doc('good', '*Does one thing.*'), doc('bad', '*Call self as a function.*'), doc('bare', ''),
+        md('## Good\n\nA heading named as the entry under it (the builder gives it its own id).'),
+        doc('good', '*Does one thing.*', 1), doc('bad', '*Call self as a function.*', 5), doc('bare', '', 9),   # one cell's, in order
+        md('One cell defining `first` then `second`, its entries backwards (nbdev 2.4.14 without `SourceOrder`):'),
+        doc('second', '*Second.*', 30), doc('first', '*First.*', 20),
+        md('<a id="bare"></a>An anchor of the page given again.'),
+        doc('Thing', '*A class.*', 40), doc('thing', '*A function: nbdev links both to #thing.*', 50),
     ], 'Chapter X', 'x.html')))
     out, work = tmp_path_factory.mktemp('html'), tmp_path_factory.mktemp('work')
     s = site.build(out, work, proc=proc)
@@ -45,11 +50,23 @@ def built(tmp_path_factory):
 
 
 def test_rules_each_caught(built):
-    "Exactly the planted defects are reported: an entry without a description, the fallback texts, a broken link and image."
+    """Exactly the planted defects are reported: an entry without a description, the fallback texts, a broken link and image,
+    one cell's entries out of source order, two entries sharing an anchor, and an anchor given twice."""
     _, _, bad = built
     assert sorted(bad) == sorted(['x.html: API entry bare has no description', 'x.html: contains "Call self as a function"',
                                   'x.html: broken link missing.html', 'x.html: contains "dict constant"',
-                                  'x.html: broken image gone.png']), bad
+                                  'x.html: broken image gone.png',
+                                  'x.html: API entries of one cell not in source order: shown second, first; defined first, second (x.py)',
+                                  'x.html: API entries share the anchor #thing, so a link to one lands on the first: Thing, thing',
+                                  'x.html: an anchor given twice on the page, so a link to the second lands on the first: #bare']), bad
+
+
+def test_headings_keep_off_entry_anchors(built):
+    "The page's title and a heading named as an entry get their own ids, so each entry's anchor is its own."
+    _, out, _ = built
+    x = (out/'x.html').read_text()
+    assert '<section id="x-title">' in x and '<section id="x-good">' in x
+    assert re.search(r'<span class="api-entry" id="good"></span></p>\s*<section id="good">\s*<h3>good', x)
 
 
 def test_pages_navigation_and_search(built):
@@ -60,7 +77,7 @@ def test_pages_navigation_and_search(built):
     assert 'Chapter X' in re.search(r'<div class="sidebar-tree">.*?</div>', index, re.S)[0]   # the sidebar lists the chapter
     assert 'toc-tree' in x and 'href="#good"' in x                                            # the page's own table of contents
     assert '"thing":1' in (out/'searchindex.js').read_text() and (out/'search.html').is_file()     # a real search index
-    assert [a for p, a in sorted(s.shown)] == ['bad', 'bare', 'good']
+    assert [a for p, a in sorted(s.shown)] == ['bad', 'bare', 'first', 'good', 'second', 'thing']
 
 
 def test_outputs_as_a_reader_sees_them(built):

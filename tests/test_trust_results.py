@@ -132,7 +132,7 @@ def test_template_escapes_keep_non_ascii():
 
 # --- ties decided as greedy decoding decides them ---
 
-from pope_audit.foundation.readouts import (Record, READOUTS, TIE_RULES, max_readout, exact_tie, readout, margin)
+from pope_audit.foundation.readouts import (Record, READOUTS, TIE_RULES, max_readout, exact_tie, register_readout, margin)
 from pope_audit.foundation.tokens import LLAVA_TWO, LLAVA_EIGHT
 
 
@@ -196,7 +196,7 @@ def test_partly_missing_logits_are_unknown():
 def test_tie_rule_checked_and_registry_refuses_duplicates():
     r = rec_with({3869: 1.0, 4874: 0.0, 694: 0.0, 1939: 0.0}, {'yes': [3869, 4874], 'no': [694, 1939]})
     with pytest.raises(InputError, match='tie rule'): READOUTS['derived'](r, tie='no')
-    with pytest.raises(ValueError, match='already registered'): readout('greedy', 'greedy', 'again')(lambda rec: 'yes')
+    with pytest.raises(ValueError, match='already registered'): register_readout('greedy', 'greedy', 'again')(lambda rec: 'yes')
     assert READOUTS['greedy'].description.startswith('the greedy first token')
 
 

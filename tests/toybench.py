@@ -3,7 +3,7 @@ import json
 import pandas as pd
 from pope_audit.benchmarks.benchmark import Benchmark, register
 from pope_audit.foundation.data import ImageFolder
-from pope_audit.foundation.readouts import Record, readout, SCOPED
+from pope_audit.foundation.readouts import Record, register_readout, SCOPED
 from pope_audit.benchmarks.sniff import Reader
 from pope_audit.foundation.metrics import score_table
 
@@ -14,7 +14,7 @@ def load_toy(sources, labels=None, splits=None):
     rows = json.loads(open(str(sources[0])).read())
     return pd.DataFrame([dict(split=GROUP, question_id=r['id'], image=r['image'], question=r['question'], label=r['label']) for r in rows]), None
 
-@readout('toy', 'text', "the toy's rule: the reply's first word, lower-cased, if yes or no, else unknown")
+@register_readout('toy', 'text', "the toy's rule: the reply's first word, lower-cased, if yes or no, else unknown")
 def toy_rule(rec):
     w = (rec.text or '').strip().split(maxsplit=1)
     return w[0].lower().strip('.,!') if w and w[0].lower().strip('.,!') in ('yes', 'no') else 'unknown'

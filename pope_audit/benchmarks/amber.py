@@ -12,7 +12,7 @@ from ..foundation.core import InputError, input_file, first_item, decision_colum
 from ..foundation.data import question_table, ImageFolder
 from .sniff import Reader
 from .peers import Tool
-from ..foundation.readouts import SCOPED, readout
+from ..foundation.readouts import SCOPED, register_readout
 from .benchmark import Benchmark, register
 
 # %% auto #0
@@ -43,7 +43,7 @@ def amber_answer(text:str) -> str:
 # %% ../../nbs/benchmarks/01d_amber.ipynb #922d7752
 SCOPED['amber'] = AMBER_GROUPS
 
-@readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
+@register_readout('amber', 'text', "AMBER inference.py: exactly 'Yes' or 'No' (case-sensitive, nothing around it), else unknown")
 def amber_rule(rec):
     a = amber_answer(rec.text)
     return 'unknown' if a == 'other' else a

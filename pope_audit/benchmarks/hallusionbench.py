@@ -12,7 +12,7 @@ from ..foundation.core import InputError, input_file, json_list, first_item, dec
 from ..foundation.data import question_table, ImageFolder
 from .amber import _json_list
 from .sniff import Reader
-from ..foundation.readouts import SCOPED, readout
+from ..foundation.readouts import SCOPED, register_readout
 from .benchmark import Benchmark, register
 
 # %% auto #0
@@ -41,7 +41,7 @@ def hallusion_decision(reply:str, label:str) -> str:
 # %% ../../nbs/benchmarks/01e_hallusionbench.ipynb #00fb947c
 SCOPED['hallusionbench'] = HALLUSION_GROUPS
 
-@readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
+@register_readout('hallusionbench', 'judge', "HallusionBench utils.py, on the judge's reply: 'incorrect' (tested first) gives the other answer, 'correct' the label, else unknown (unclear)")
 def hallusion_rule(rec): return hallusion_decision(rec.judge, rec.label)
 
 # %% ../../nbs/benchmarks/01e_hallusionbench.ipynb #aef8d2f1

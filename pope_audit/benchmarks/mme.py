@@ -13,7 +13,7 @@ from ..foundation.core import InputError, input_file, decode_line
 from ..foundation.data import norm_label, question_table, DatasetImages, ImageFolder, _hf_dataset
 from functools import partial
 from .sniff import Reader
-from ..foundation.readouts import SCOPED, readout
+from ..foundation.readouts import SCOPED, register_readout
 from .benchmark import Benchmark, register
 
 # %% auto #0
@@ -46,12 +46,12 @@ def lmms_mme_answer(text:str) -> str:
 # %% ../../nbs/benchmarks/01c_mme.ipynb #7bb137f5
 SCOPED.update(mme=MME_SUBTASKS, lmms_mme=MME_SUBTASKS)   # applied by default to MME's questions only
 
-@readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
+@register_readout('mme', 'text', "MME calculation.py: lower-cased, exactly yes/no, else yes (then no) in the first four characters, else unknown (its 'other')")
 def mme_rule(rec):
     a = mme_answer(rec.text)
     return 'unknown' if a == 'other' else a
 
-@readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
+@register_readout('lmms_mme', 'text', "lmms-eval's MME rule: lower-cased, stripped, periods removed; a lone y/n, else as MME's rule")
 def lmms_mme_rule(rec):
     a = lmms_mme_answer(rec.text)
     return 'unknown' if a == 'other' else a

@@ -12,7 +12,7 @@ from ..foundation.core import InputError, input_file, json_list, first_item, dec
 from ..foundation.data import question_table, ImageFolder
 from .amber import _json_list
 from .sniff import Reader
-from ..foundation.readouts import SCOPED, readout
+from ..foundation.readouts import SCOPED, register_readout
 from .benchmark import Benchmark, register
 
 # %% auto #0
@@ -40,7 +40,7 @@ def naturalbench_answer(text:str) -> int:
 # %% ../../nbs/benchmarks/01f_naturalbench.ipynb #3e76bf85
 SCOPED['naturalbench'] = (NATURALBENCH_SPLIT,)
 
-@readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
+@register_readout('naturalbench', 'text', 'NaturalBench extract_answer: the earliest whole-word yes or no, case-insensitive, else unknown (its -1)')
 def naturalbench_rule(rec): return {1: 'yes', 0: 'no'}.get(naturalbench_answer(rec.text), 'unknown')
 
 # %% ../../nbs/benchmarks/01f_naturalbench.ipynb #1402942b

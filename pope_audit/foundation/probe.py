@@ -16,15 +16,15 @@ from .joins import FORMS, token_text, surface_ids, encoded_join, join_answer, la
 from .chat import chat_prompt, chat_template_of
 
 # %% auto #0
-__all__ = ['MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'Probe', 'probe', 'check_ids', 'probe_text', 'plain_encoders', 'parity',
-           'parity_templates', 'parity_rows', 'parity_table']
+__all__ = ['MERGES', 'Probe', 'LLAVA_TWO', 'LLAVA_EIGHT', 'ProbeResult', 'probe', 'check_ids', 'probe_text', 'plain_encoders',
+           'parity', 'parity_templates', 'parity_rows', 'parity_table']
 
 # %% ../../nbs/foundation/02e_probe.ipynb #0e7301fb
 # the probe's verdict for an answer form that merges with the prompt's end
 MERGES = 'merges with the prompt end'
 
 @dataclass
-class Probe:
+class ProbeResult:
     "What a tokenizer does with yes/no answers under one template."
     tokenizer: str
     template: Template
@@ -52,6 +52,8 @@ class Probe:
         ids = {i for s in (LLAVA_EIGHT, self.surface, self.derived) for l in s.values() for i in l}
         return sorted(i for i in ids if 0 <= i < (vocab or self.vocab_size))
 
+Probe = ProbeResult   # the class's earlier name, still importable
+
 def _answer_row(tok, prompt, label, form, sep, used) -> dict:
     ids, replaced = join_answer(tok, prompt, sep + form)
     verdict = MERGES if replaced else 'single token' if len(ids) == 1 else f'{len(ids)} tokens'
@@ -65,7 +67,7 @@ def _ids_under(answers:pd.DataFrame, sep:str) -> str:
 def probe(tok, template:str|Template='llava15', question:str='Is there a dog in the image?', forms=FORMS, name:str|None=None,
           join:str|None=None, chat_template:str|None=None,
           think:str|None=None, # a closed reasoning block the model writes first (`reasoning.think_block`): the answer position follows it
-         ) -> Probe:
+         ) -> ProbeResult:
     "Probe `tok` under `template` (`'chat'`: its own chat template, the one named `chat_template` among named ones): answer-position ids, surface ids, and the derived readout set."
     chat = chat_prompt(tok, forms, chat_template) if template == 'chat' else None
     t = chat.template if chat else get_template(template)
@@ -92,14 +94,14 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
     surface = surface_ids(tok, forms)
     texts = {i: token_text(tok, i) for ids in [*surface.values(), *derived.values()] for i in ids}
     if think: notes.append(f'a thinking prompt: the answer position follows the reasoning block {think!r}, written after the generation prompt')
-    return Probe(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts,
+    return ProbeResult(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts,
                  rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold), think=think or '')
 
 # %% ../../nbs/foundation/02e_probe.ipynb #bcc20ef2
 LLAVA_TWO = {'yes': [3582], 'no': [1217]}      # the audited reference evaluator, kept to audit it  # pope-audit: ok
 LLAVA_EIGHT = {'yes': [3582, 8241, 4874, 3869], 'no': [1217, 3782, 694, 1939]}  # the paper's fix (LLaMA vocab)
 
-def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
+def check_ids(pr:ProbeResult, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
     "For each id in `{'yes': [...], 'no': [...]}`: what it spells here and whether it can occur at the answer position."
     at_answer = {i for v in pr.derived.values() for i in v}
     surface = {i: k for k, v in pr.surface.items() for i in v}
@@ -116,7 +118,7 @@ def check_ids(pr:Probe, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../../nbs/foundation/02e_probe.ipynb #2a896be6
-def probe_text(pr:Probe, check:pd.DataFrame|None=None) -> str:
+def probe_text(pr:ProbeResult, check:pd.DataFrame|None=None) -> str:
     "A human-readable probe report."
     lines = [f'tokenizer: {pr.tokenizer} ({pr.vocab_size} tokens)', f'template:  {pr.template.name}: {pr.template.text!r}']
     if pr.choice: lines.append(f'template chosen: {pr.choice}')
@@ -144,7 +146,7 @@ def plain_encoders(src:str|os.PathLike, gguf_file:str|None=None) -> dict[str, tu
     specials = {i for i, t in plain.get_added_tokens_decoder().items() if t.special}
     return {'tokenizers': (lambda s: plain.encode(s).ids, specials), 'AutoTokenizer': (lambda s: auto(s).input_ids, set(auto.all_special_ids))}
 
-def parity(pr:Probe, encoders:dict[str, tuple]) -> pd.DataFrame:
+def parity(pr:ProbeResult, encoders:dict[str, tuple]) -> pd.DataFrame:
     "For each answer form at the probe's join: the ids the probe derived and the ids each reader in `encoders` gives for prompt and prompt + answer."
     prompt, rows = pr.template.render(pr.question) + pr.think, []
     for r in pr.answers[pr.answers.used].itertuples():

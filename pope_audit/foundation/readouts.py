@@ -16,11 +16,11 @@ from .registry import READOUTS, CORRECTIONS, TIE_RULES
 
 
 # %% auto #0
-__all__ = ['SCHEMA', 'CORRECTION_METHODS', 'CODES', 'LABELS', 'SCOPED', 'Record', 'check_tie', 'Readout', 'readout',
-           'CorrectionReadout', 'correction_readout', 'correction_labels', 'Block', 'compare', 'top_k_maxima',
-           'max_readout', 'exact_tie', 'margin', 'two_token', 'eight_token', 'derived', 'aggregate_readout',
-           'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn', 'repope',
-           'applicable']
+__all__ = ['SCHEMA', 'CORRECTION_METHODS', 'readout', 'CODES', 'LABELS', 'SCOPED', 'Record', 'check_tie', 'Readout',
+           'register_readout', 'CorrectionReadout', 'correction_readout', 'correction_labels', 'Block', 'compare',
+           'top_k_maxima', 'max_readout', 'exact_tie', 'margin', 'two_token', 'eight_token', 'derived',
+           'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct',
+           'vlmeval_yorn', 'repope', 'applicable']
 
 # %% ../../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -153,13 +153,15 @@ def _correction_label(name) -> Readout|None:
 
 READOUTS.fallback = _correction_label
 
-def readout(name:str, needs:str, description:str, tie_sensitive:bool=False, vector:Callable|None=None):
+def register_readout(name:str, needs:str, description:str, tie_sensitive:bool=False, vector:Callable|None=None):
     "Register a readout function under `name` (each name once; the same function defined again replaces itself), with its vectorised form if any."
     def deco(fn):
         READOUTS.add(name, Readout(name, needs, fn, description, tie_sensitive, vector), fn.__module__)   # the module it comes from: a chapter's re-run leaves the package's
         fn.__doc__ = fn.__doc__ or description     # the description is the function's docstring (show_doc, help())
         return fn
     return deco
+
+readout = register_readout   # the decorator's earlier name, still importable
 
 class CorrectionReadout(Readout):
     "A correction's answer, yes ⇔ Δ − τ > 0, from the quantities its records carry."
@@ -354,16 +356,16 @@ def margin(rec:Record, ids:dict[str, list[int]]|None=None) -> float|None:
     y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
     return None if y is None or n is None else y - n
 
-@readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)', tie_sensitive=True,
-         vector=functools.partial(_max_columns, ids=LLAVA_TWO))
+@register_readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)', tie_sensitive=True,
+                  vector=functools.partial(_max_columns, ids=LLAVA_TWO))
 def two_token(rec, tie='decoder'): return max_readout(rec, LLAVA_TWO, tie)
 
-@readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True,
-         vector=functools.partial(_max_columns, ids=LLAVA_EIGHT))
+@register_readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True,
+                  vector=functools.partial(_max_columns, ids=LLAVA_EIGHT))
 def eight_token(rec, tie='decoder'): return max_readout(rec, LLAVA_EIGHT, tie)
 
-@readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)", tie_sensitive=True,
-         vector=_max_columns)
+@register_readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)", tie_sensitive=True,
+                  vector=_max_columns)
 def derived(rec, tie='decoder'): return max_readout(rec, rec.derived, tie)
 
 def _lse(xs): m = max(xs); return m + math.log(sum(math.exp(x - m) for x in xs))
@@ -374,15 +376,15 @@ def aggregate_readout(rec:Record, agg) -> str:
     if not s or not s.get('yes') or not s.get('no') or any(i not in rec.logits for v in s.values() for i in v): return 'unknown'
     return compare(agg([rec.logits[i] for i in s['yes']]), agg([rec.logits[i] for i in s['no']]))
 
-@readout('surface_sum', 'logits', "sum of logits over every id that spells yes vs no (a contrast, not the decoder's rule)",
-         vector=functools.partial(_aggregate_columns, lse=False))
+@register_readout('surface_sum', 'logits', "sum of logits over every id that spells yes vs no (a contrast, not the decoder's rule)",
+                  vector=functools.partial(_aggregate_columns, lse=False))
 def surface_sum(rec): return aggregate_readout(rec, sum)
 
-@readout('surface_mass', 'logits', "softmax probability mass over every id that spells yes vs no (a contrast)",
-         vector=functools.partial(_aggregate_columns, lse=True))
+@register_readout('surface_mass', 'logits', "softmax probability mass over every id that spells yes vs no (a contrast)",
+                  vector=functools.partial(_aggregate_columns, lse=True))
 def surface_mass(rec): return aggregate_readout(rec, _lse)   # log of the mass; the normaliser cancels
 
-@readout('greedy', 'greedy', "the greedy first token: yes if it spells yes, no if it spells no, else unknown", vector=_greedy_columns)
+@register_readout('greedy', 'greedy', "the greedy first token: yes if it spells yes, no if it spells no, else unknown", vector=_greedy_columns)
 def greedy(rec):
     for ids in (rec.derived, rec.surface):
         if ids:
@@ -391,13 +393,13 @@ def greedy(rec):
     return 'unknown'
 
 # %% ../../nbs/foundation/03_readouts.ipynb #be852db3
-@readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before the first "." is No/not/no, else "yes"', vector=_text_columns)
+@register_readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before the first "." is No/not/no, else "yes"', vector=_text_columns)
 def pope_parse(rec):
     t = rec.text.split('.')[0].replace(',', '')
     words = t.split(' ')
     return 'no' if ('No' in words or 'not' in words or 'no' in words) else 'yes'   # pope-audit: ok  (POPE's rule, kept to rescore with it)
 
-@readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"', vector=_text_columns)
+@register_readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"', vector=_text_columns)
 def lmms_exact(rec):
     p = rec.text.lower().strip()
     return p if p in ('yes', 'no') else 'unknown'   # pope-audit: ok  (lmms-eval's rule, kept to rescore with it)
@@ -414,16 +416,16 @@ def vqa_punct(text:str) -> str:
         else: out = out.replace(p, ' ')
     return _PERIOD.sub('', out)
 
-@readout('vlmeval_yorn', 'text', 'VLMEvalKit YOrN: yes/no if exactly one of the words "yes", "no" occurs, else unknown',
-         vector=_text_columns)
+@register_readout('vlmeval_yorn', 'text', 'VLMEvalKit YOrN: yes/no if exactly one of the words "yes", "no" occurs, else unknown',
+                  vector=_text_columns)
 def vlmeval_yorn(rec):
     words = vqa_punct(rec.text.lower()).split()
     y, n = 'yes' in words, 'no' in words   # pope-audit: ok  (VLMEvalKit's rule, kept to rescore with it)
     return 'yes' if y and not n else 'no' if n and not y else 'unknown'
 
 # %% ../../nbs/foundation/03_readouts.ipynb #6cb4eabd
-@readout('repope', 'text', 'RePOPE compute_answer: "yes" anywhere in the lower-cased text, else "no" (or "not") anywhere, else unknown (RePOPE drops it)',
-         vector=_text_columns)
+@register_readout('repope', 'text', 'RePOPE compute_answer: "yes" anywhere in the lower-cased text, else "no" (or "not") anywhere, else unknown (RePOPE drops it)',
+                  vector=_text_columns)
 def repope(rec):
     t = rec.text.lower()
     return 'yes' if 'yes' in t else 'no' if 'no' in t or 'not' in t else 'unknown'   # pope-audit: ok  (RePOPE's rule, kept to rescore with it)

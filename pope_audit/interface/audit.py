@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from ..foundation.core import InputError, atomic_write, note
-from ..foundation.tokens import LLAVA_TWO, LLAVA_EIGHT, Probe, Template, probe, check_ids, load_tokenizer
+from ..foundation.tokens import LLAVA_TWO, LLAVA_EIGHT, ProbeResult, Template, probe, check_ids, load_tokenizer
 from ..foundation.readouts import READOUTS
 from ..benchmarks.scoring import read_records, predictions, score_predictions
 from ..models.adapters import family_for, _model_config, _processor, chat_prompt
@@ -51,7 +51,7 @@ def transfer_verdict(check:pd.DataFrame) -> str:
 # %% ../../nbs/interface/16_audit.ipynb #09b705c7
 def model_probe(src:str, # hub id or local folder
                 template:str|None=None, # template preset or string (default: the family's)
-                revision:str|None=None) -> tuple[Probe, object]:
+                revision:str|None=None) -> tuple[ProbeResult, object]:
     "The probe of `src`'s tokenizer under its template, and the tokenizer — from config and processor only, no weights."
     cfg = _model_config(src, revision)
     cls = family_for(cfg.model_type, src)
@@ -61,7 +61,7 @@ def model_probe(src:str, # hub id or local folder
     else: template = cls.choose_template(proc, template, cfg.model_type)[0]            # as the run will: the model's own chat template first
     return probe(tok, template, name=str(src)), tok
 
-def transfer_check(pr:Probe, tok=None, model:str|None=None) -> pd.DataFrame:
+def transfer_check(pr:ProbeResult, tok=None, model:str|None=None) -> pd.DataFrame:
     "Every transferred id: the readout it belongs to, what it names here, its verdict, and the set's verdict."
     parts = []
     for name, ids in TRANSFERRED.items():
@@ -132,11 +132,11 @@ def audit_rows(run_dir:str|os.PathLike, # a run folder
 
 
 # %% ../../nbs/interface/16_audit.ipynb #247d2b70
-def manifest_probe(man:dict) -> tuple[Probe, object]:
+def manifest_probe(man:dict) -> tuple[ProbeResult, object]:
     "The probe a run used, rebuilt from its manifest, and the run's tokenizer if it can be loaded (else `None`)."
     p = man['probe']
     t = p['template']
-    pr = Probe(p['tokenizer'], Template(t['name'], t['text'], t.get('answer_sep')), p['question'], pd.DataFrame(p.get('answers', [])),
+    pr = ProbeResult(p['tokenizer'], Template(t['name'], t['text'], t.get('answer_sep')), p['question'], pd.DataFrame(p.get('answers', [])),
                p['surface'], p['derived'], p['vocab_size'], {int(k): v for k, v in p.get('texts', {}).items()})
     try:
         tok = load_tokenizer(man['identity']['model'])

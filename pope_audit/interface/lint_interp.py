@@ -8,7 +8,7 @@ import ast, re
 from .lint_ast import Module, label_ish, up, enclosing, package_module, chain_base, field_read
 from .lint_values import (Unmodelled, ReplyLost, NeedsTokenizer, Stop, Answer, Label, Unseen, Func, EnumClass, Oracle, Encoding, Opaque, Instance,
                           Library, PassThrough, Member, TOKENIZERS, STR_METHODS, CONTAINER_METHODS, RE_FUNCS, SAFE_FUNCS, IDENTITY, LABEL_READ,
-                          MAX_CHOICES, AT_USE, Reply, Fork, unmodelled, said, is_tokenizer, private_copy, same_value, items_of, pick, narrow,
+                          MAX_CHOICES, AT_USE, Reply, Fork, raise_unmodelled, said, is_tokenizer, private_copy, same_value, items_of, pick, narrow,
                           outcome_of, decides, carries_reply, carries_data, replied, tested_word, MAX_LOOPS)
 
 # %% auto #0
@@ -268,7 +268,7 @@ class Interp:
         if isinstance(base, Opaque): raise Unmodelled(f'{said(n)}: {base.why}')
         if isinstance(base, Oracle): return base.attr(n.attr)
         if isinstance(base, Encoding) and n.attr in base: return base[n.attr]
-        if isinstance(base, Member): return getattr(base, n.attr) if n.attr in ('name', 'value') else unmodelled(f'.{n.attr}')
+        if isinstance(base, Member): return getattr(base, n.attr) if n.attr in ('name', 'value') else raise_unmodelled(f'.{n.attr}')
         if isinstance(base, Instance): return self.self_attr(base, n)
         if isinstance(base, Library): return Library(f'{base.name}.{n.attr}')
         if base is re:

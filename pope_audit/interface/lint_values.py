@@ -9,10 +9,11 @@ from .lint_ast import label_ish, yes_no_of
 
 # %% auto #0
 __all__ = ['TOKENIZERS', 'STR_METHODS', 'CONTAINER_METHODS', 'RE_FUNCS', 'SAFE_FUNCS', 'IDENTITY', 'LABEL_READ', 'MAX_CHOICES',
-           'AT_USE', 'MAX_LOOPS', 'OUTCOMES', 'Unmodelled', 'ReplyLost', 'NeedsTokenizer', 'Stop', 'Answer', 'Label',
-           'Unseen', 'Func', 'EnumClass', 'Oracle', 'Encoding', 'Opaque', 'Instance', 'Library', 'PassThrough',
-           'Member', 'unmodelled', 'said', 'is_tokenizer', 'private_copy', 'same_value', 'items_of', 'narrow', 'pick',
-           'Reply', 'carries_reply', 'carries_data', 'replied', 'tested_word', 'Fork', 'Forks', 'outcome_of', 'decides']
+           'unmodelled', 'AT_USE', 'MAX_LOOPS', 'OUTCOMES', 'Unmodelled', 'ReplyLost', 'NeedsTokenizer', 'Stop',
+           'Answer', 'Label', 'Unseen', 'Func', 'EnumClass', 'Oracle', 'Encoding', 'Opaque', 'Instance', 'Library',
+           'PassThrough', 'Member', 'raise_unmodelled', 'said', 'is_tokenizer', 'private_copy', 'same_value',
+           'items_of', 'narrow', 'pick', 'Reply', 'carries_reply', 'carries_data', 'replied', 'tested_word', 'Fork',
+           'Forks', 'outcome_of', 'decides']
 
 # %% ../../nbs/interface/18c_lint_values.ipynb #798172b8
 class Unmodelled(Exception):
@@ -140,9 +141,11 @@ class Member:
     "An Enum member: `.name` and `.value`."
     def __init__(self, name, value): self.name, self.value = name, value
 
-def unmodelled(why):
-    "Stop the model, saying why."
+def raise_unmodelled(why):
+    "Stop the model, saying why: raise `Unmodelled` (for use inside an expression)."
     raise Unmodelled(why)
+
+unmodelled = raise_unmodelled   # the function's earlier name, still importable
 
 def said(n, width=40) -> str:
     "An expression as written, cut to `width`."

@@ -17,7 +17,7 @@ from ..foundation.tokens import token_text
 from ..foundation.reasoning import Thinking, answer_position
 from ..models.adapters import Family, load_adapter, quantization_in_effect, module_dtypes
 from ..models.engine import Engine, reference_logits, first_step_result
-from .parallel import world, world_env, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault, fault_points
+from .parallel import join_world, world_env, share, barrier, shard_plan, shard_path, record_files, merge_shards, fault, fault_points
 from .runstatus import identity_hash, check_run_outputs, run_status
 from ..corrections.methods import TapEngine, make_corrections, correct_image
 from .runconfig import (RunConfig, RunFolder, from_settings, diff, describe_diff, environment, safe_image_name,
@@ -179,7 +179,7 @@ def run(model:str|Family, # hub id, folder, or a loaded family
     cfg = config or check_machine(from_settings(model.name if isinstance(model, Family) else str(model), **settings))   # the command line checked its own
     corrections = make_corrections(cfg.corrections)
     questions, imgs = select_work(questions, images, cfg, labels)
-    w = world()
+    w = join_world()
     if cfg.threads: apply_threads(cfg)     # given: set before the model loads (the command line also applies the automatic choice)
     family = model if isinstance(model, Family) else load_adapter(cfg.model, cfg.template, dtype=cfg.dtype, quantization=cfg.quantization,
         attn_implementation=cfg.attn_implementation, revision=cfg.revision, device=cfg.device, model_args=cfg.model_args,

@@ -10,8 +10,8 @@ from pathlib import Path
 from ..foundation.core import InputError, atomic_write
 
 # %% auto #0
-__all__ = ['FAULT_ENV', 'FAULT_POINTS', 'World', 'world_env', 'world', 'share', 'barrier', 'shard_plan', 'fault_points', 'fault',
-           'shard_path', 'record_files', 'merge_shards', 'launch']
+__all__ = ['world', 'FAULT_ENV', 'FAULT_POINTS', 'World', 'world_env', 'join_world', 'share', 'barrier', 'shard_plan',
+           'fault_points', 'fault', 'shard_path', 'record_files', 'merge_shards', 'launch']
 
 # %% ../../nbs/running/06a_parallel.ipynb #4a876dc9
 @dataclass
@@ -42,13 +42,15 @@ def world_env() -> tuple[int, int]:
                          'unset RANK and WORLD_SIZE, or let pope-audit run --processes N start the processes', field='WORLD_SIZE')
     return rank, size
 
-def world() -> World:
-    "Rank and size from the launcher's environment (`world_env`); joins the gloo group when there are several."
+def join_world() -> World:
+    "This process's `World`: rank and size from the launcher's environment (`world_env`), joining the gloo group when there are several."
     rank, size = world_env()
     if size > 1:
         import torch.distributed as dist
         if not dist.is_initialized(): dist.init_process_group('gloo')
     return World(rank, size)
+
+world = join_world   # the function's earlier name, still importable
 
 def share(obj, w:World):
     "Rank 0's `obj`, on every rank."
