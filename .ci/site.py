@@ -16,10 +16,11 @@ order). Stored outputs are rendered; nothing is executed.
 `--check` fails (exit 1) on a missing chapter page, a local link or anchor or image that does not resolve, an API entry
 without a description, "Call self as a function." or a bare "dict constant" entry, one cell's API entries shown out of
 their source order (read from each entry's source link), and an anchor given twice on a page (two API entries whose
-names differ only in case, which nbdev links to one anchor, or any other id given twice). Without `--out` the site is
-built in a temporary folder, removed afterwards.
+names differ only in case, which nbdev links to one anchor, or any other id given twice), and a shown code cell of
+checks only (`test_eq`, `test_fail`, `assert`, ... and nothing else: tests belong in a `#| hide` cell, out of the
+reading path). Without `--out` the site is built in a temporary folder, removed afterwards.
 """
-import argparse, collections, html, json, re, shutil, sys, tempfile, time
+import argparse, ast, collections, html, json, re, shutil, sys, tempfile, time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -28,6 +29,7 @@ DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
 SOURCE = re.compile(r'^\[source\]\(([^)#\s]+)#L(\d+)\)', re.M)   # show_doc's link to where an entry is defined: file, line
 Entry = collections.namedtuple('Entry', 'name anchor file line run')   # an API entry of a page; `run`: the entries with no other cell between them
 NOISE = re.compile(r'\S+\.py:\d+: \w*Warning: |^\s*warnings\.warn\(|\w+/s\]|s/it\]|\d+%\|')   # library warnings, progress bars
+CHECKS = {'test_eq', 'test_fail', 'test_close', 'test_ne', 'test_warns', 'test_is', 'test_eq_type', 'test_stdout'}   # fastcore's
 CONF = '''
 project = {title!r}
 copyright = {copyright!r}
@@ -66,6 +68,23 @@ def directives(src: str) -> tuple:
     while lines and DIRECTIVE.match(lines[0]):
         m = DIRECTIVE.match(lines.pop(0)); d[m[1].lower()] = m[2].strip('"\'')
     return d, '\n'.join(lines).strip('\n')
+
+
+def is_check(s: ast.stmt) -> bool:
+    "A statement that only checks: `assert`, a fastcore `test_*` call, `with pytest.raises`, or a loop, `if` or `with` of nothing else."
+    name = lambda f: f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    if isinstance(s, ast.Assert): return True
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and name(s.value.func) in CHECKS: return True
+    if isinstance(s, ast.With) and all(isinstance(i.context_expr, ast.Call) and name(i.context_expr.func) in ('raises', 'test_warns') for i in s.items): return True
+    return (isinstance(s, (ast.For, ast.If, ast.With)) and bool(s.body) and all(map(is_check, s.body))
+            and all(map(is_check, getattr(s, 'orelse', []))))
+
+
+def only_checks(body: str) -> bool:
+    "Whether a code cell's source (directives removed) is checks and nothing else."
+    try: tree = ast.parse(body)
+    except SyntaxError: return False
+    return bool(tree.body) and all(map(is_check, tree.body))
 
 
 def front_matter(nb) -> dict:
@@ -140,6 +159,9 @@ class Site:
                 out = ''.join(next((o['data']['text/markdown'] for o in c.get('outputs', []) if 'text/markdown' in o.get('data', {})), ''))
                 cells.append(md(self.entry(p, out))); continue
             tags = [t for k, t in (('echo', 'remove-input'), ('output', 'remove-output')) if d.get(k) == 'false']
+            if 'remove-input' not in tags and only_checks(body):
+                self.problems.append(f'{self.page[p]}: cell {c.get("id", "?")} shows only checks ({body.splitlines()[0][:60]}...): '
+                                     'hide it (#| hide), or split a shown use from its checks')
             outs = [] if d.get('output') == 'false' else merge_streams(c.get('outputs', []))
             if not body and not outs: continue
             self.run += 1
@@ -275,7 +297,7 @@ def main(argv=None):
             for b in bad: print('site check:', b, file=sys.stderr)
             if bad: sys.exit(1)
             print('site check: every chapter page, API entry with its description, local link, anchor and image is there; '
-                  'entries in source order, each anchor once on its page; search index built')
+                  'entries in source order, each anchor once on its page; no shown cell of checks only; search index built')
 
 
 if __name__ == '__main__': main()

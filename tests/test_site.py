@@ -43,6 +43,9 @@ def built(tmp_path_factory):
         doc('second', '*Second.*', 30), doc('first', '*First.*', 20),
         md('<a id="bare"></a>An anchor of the page given again.'),
         doc('Thing', '*A class.*', 40), doc('thing', '*A function: nbdev links both to #thing.*', 50),
+        dict(code('test_eq(good(1), 2)\nfor a in (1, 2):\n    assert bare(a) is None, a\ntest_fail(lambda: good(None))'), id='wall'),   # a wall of checks, shown
+        code('r = good(1)\ntest_eq(r, 2)\nr', [dict(output_type='execute_result', execution_count=None, metadata={}, data={'text/plain': '2'})]),   # a use with its check
+        code('#| echo: false\ntest_eq(good(1), 2)'),   # checks with their source not shown (`#| hide` cells come out of nbdev's processing empty)
     ], 'Chapter X', 'x.html')))
     out, work = tmp_path_factory.mktemp('html'), tmp_path_factory.mktemp('work')
     s = site.build(out, work, proc=proc)
@@ -51,14 +54,15 @@ def built(tmp_path_factory):
 
 def test_rules_each_caught(built):
     """Exactly the planted defects are reported: an entry without a description, the fallback texts, a broken link and image,
-    one cell's entries out of source order, two entries sharing an anchor, and an anchor given twice."""
+    one cell's entries out of source order, two entries sharing an anchor, an anchor given twice, and a shown cell of checks only."""
     _, _, bad = built
     assert sorted(bad) == sorted(['x.html: API entry bare has no description', 'x.html: contains "Call self as a function"',
                                   'x.html: broken link missing.html', 'x.html: contains "dict constant"',
                                   'x.html: broken image gone.png',
                                   'x.html: API entries of one cell not in source order: shown second, first; defined first, second (x.py)',
                                   'x.html: API entries share the anchor #thing, so a link to one lands on the first: Thing, thing',
-                                  'x.html: an anchor given twice on the page, so a link to the second lands on the first: #bare']), bad
+                                  'x.html: an anchor given twice on the page, so a link to the second lands on the first: #bare',
+                                  'x.html: cell wall shows only checks (test_eq(good(1), 2)...): hide it (#| hide), or split a shown use from its checks']), bad
 
 
 def test_headings_keep_off_entry_anchors(built):
