@@ -22,8 +22,8 @@ __all__ = ['REPORT_CSS', 'LONG_CELL', 'FIG_DPI', 'FIG_WIDTH', 'REPORT_RC', 'CONF
            'fmt_frame', 'md_table', 'html_table', 'render_block', 'render', 'report_style', 'f1_window', 'plot_f1',
            'int_counts', 'Context', 'section_lead', 'section_manifest', 'section_environment', 'section_probe',
            'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped', 'section_gap',
-           'section_attention', 'section_corrections', 'section_relabel', 'writable_folder', 'write_report',
-           'report_fragment']
+           'section_attention', 'plot_corrections', 'section_corrections', 'section_relabel', 'writable_folder',
+           'write_report', 'report_fragment']
 
 # %% ../../nbs/interface/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -372,12 +372,27 @@ def section_attention(c:Context, figs:Path) -> list:
                      ('table', ar['logit']), ('img', 'figures/attention.png', "Share of the answer position's attention on image tokens")]
 
 # %% ../../nbs/interface/13_report.ipynb #cf5463e5
+@report_style
+def plot_corrections(recs:list, tab:pd.DataFrame):
+    "`controls.plot_controls` laid out for the report: the splits' panels stacked, so that the figure fits `FIG_WIDTH`, and the legend below them."
+    import matplotlib.pyplot as plt
+    from pope_audit.appendix.controls import plot_controls
+    splits, names = list(dict.fromkeys(tab.split)), [n for n in dict.fromkeys(tab.readout) if n != 'baseline']
+    fig, axes = plt.subplots(len(splits), 1, figsize=(FIG_WIDTH - 1, (0.34 * len(names) + 0.9) * len(splits) + 1.1), sharex=True, sharey=True, squeeze=False,
+                             layout='constrained')
+    axes = plot_controls(recs, tab, axes=axes[:, 0])
+    handles, labels = axes[-1].get_legend_handles_labels()
+    axes[-1].get_legend().remove()
+    for ax in axes[:-1]: ax.set_xlabel('')
+    fig.legend(handles, labels, loc='outside lower center')
+    return fig
+
 def section_corrections(c:Context, figs:Path) -> list:
     "The corrections run beside the baseline, with their controls (nothing for a run without corrections)."
-    from pope_audit.appendix.controls import controls, plot_controls, TABLE_COLS
+    from pope_audit.appendix.controls import controls, TABLE_COLS
     if not correction_labels(c.recs): return []
     tab = controls(c.recs, c.man.get('timing'))
-    _save(plot_controls(c.recs, tab)[0].figure, figs/'corrections.png')
+    _save(plot_corrections(c.recs, tab), figs/'corrections.png')
     specs = pd.DataFrame([dict(label=s['label'], method=s['method'], parameters=', '.join(f'{k}={v}' for k, v in s['params'].items()))
                           for s in c.man.get('identity', {}).get('corrections', [])])
     return [('h', 2, 'Corrections against the baseline, with their controls'),
