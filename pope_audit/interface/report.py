@@ -19,11 +19,11 @@ from ..running.runstatus import read_manifest, run_status, run_files, status_tex
 
 # %% auto #0
 __all__ = ['REPORT_CSS', 'LONG_CELL', 'FIG_DPI', 'FIG_WIDTH', 'REPORT_RC', 'CONFIDENT_MARGIN', 'N_BOOT', 'AUDITED', 'COUNT_COLS',
-           'fmt_frame', 'md_table', 'html_table', 'render_block', 'render', 'report_style', 'f1_window', 'plot_f1',
-           'int_counts', 'Context', 'section_lead', 'section_manifest', 'section_environment', 'section_probe',
-           'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped', 'section_gap',
-           'section_attention', 'plot_corrections', 'section_corrections', 'section_relabel', 'writable_folder',
-           'write_report', 'report_fragment']
+           'fmt_frame', 'md_table', 'html_table', 'render_block', 'render', 'report_style', 'shown_width', 'f1_window',
+           'plot_f1', 'int_counts', 'Context', 'section_lead', 'section_manifest', 'section_environment',
+           'section_probe', 'section_readouts', 'section_ties', 'plot_mcnemar', 'section_mcnemar', 'plot_flipped',
+           'section_gap', 'section_attention', 'plot_corrections', 'section_corrections', 'section_relabel',
+           'writable_folder', 'write_report', 'report_fragment']
 
 # %% ../../nbs/interface/13_report.ipynb #b157a5ce
 def fmt_frame(df:pd.DataFrame, digits:int=4) -> pd.DataFrame:
@@ -70,10 +70,11 @@ def render_block(b:tuple, kind:str) -> str:
         return {'h': lambda: '#' * b[1] + ' ' + b[2], 'p': lambda: b[1], 'lead': lambda: '**' + b[1] + '**', 'table': lambda: md_table(b[1]),
                 'img': lambda: f'![{b[2]}]({b[1]})\n\n*{b[2]}*', 'pre': lambda: '```\n' + b[1] + '\n```',
                 'details': lambda: '\n\n'.join(['## ' + b[1]] + [render_block(x, kind) for x in b[2]])}[k]()
+    w = f' width="{b[3]}"' if k == 'img' and len(b) > 3 else ''      # a figure's width, when given, in CSS px
     return {'h': lambda: f'<h{b[1]}>{html.escape(b[2])}</h{b[1]}>', 'p': lambda: f'<p>{html.escape(b[1])}</p>',
             'table': lambda: html_table(b[1]),
             'lead': lambda: f'<p class="lead">{html.escape(b[1])}</p>',
-            'img': lambda: f'<figure><img src="{b[1]}" alt="{html.escape(b[2])}"><figcaption>{html.escape(b[2])}</figcaption></figure>',
+            'img': lambda: f'<figure><img src="{b[1]}"{w} alt="{html.escape(b[2])}"><figcaption>{html.escape(b[2])}</figcaption></figure>',
             'pre': lambda: f'<pre>{html.escape(b[1])}</pre>',
             'details': lambda: '\n'.join([f'<details><summary>{html.escape(b[1])}</summary>'] + [render_block(x, kind) for x in b[2]] + ['</details>'])}[k]()
 
@@ -84,8 +85,8 @@ def render(blocks:list, kind:str) -> str:
     return f'<!doctype html><html><head><meta charset="utf-8"><title>pope-audit report</title><style>{REPORT_CSS}</style></head><body>\n' + '\n'.join(out) + '\n</body></html>\n'
 
 # %% ../../nbs/interface/13_report.ipynb #da034633
-FIG_DPI = 120      # pixels per inch of a saved figure: a report shows it at this size (1.25 × a screen's 96)
-FIG_WIDTH = 7.6    # inches, the widest figure: 912 px, which this site's ~740-px column shrinks by 0.81, keeping 11-pt text at 11 pt
+FIG_DPI = 120      # pixels per inch of a saved figure: 1.25 × the 96 at which a page shows it, so that it stays sharp on a dense screen
+FIG_WIDTH = 7.6    # inches, the widest figure: 730 CSS px, within this site's ~740-px column, so never shrunk below its 11-pt text
 REPORT_RC = {'font.size': 11}   # points: titles, labels, ticks, legends and annotations at body size, not matplotlib's 10 (or less)
 
 def report_style(f):
@@ -101,6 +102,10 @@ def _save(fig, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None: fig.tight_layout()
     fig.savefig(path, dpi=FIG_DPI); plt.close(fig)
+
+def shown_width(png:Path) -> int:
+    "The width, in CSS pixels, at which a saved figure shows its text at the size it was drawn: its pixels at `FIG_DPI`, at 96 per inch."
+    return round(int.from_bytes(Path(png).read_bytes()[16:20], 'big') * 96 / FIG_DPI)     # a PNG's width is bytes 16–19 of its header
 
 def f1_window(per:pd.DataFrame, pad:float=0.15, min_span:float=0.04) -> tuple[float, float]:
     "The F1 axis limits that hold every value and interval, padded by `pad` of their span (at least `min_span` wide, inside 0–1)."
@@ -470,7 +475,7 @@ def write_report(run_dir:str|os.PathLike, # a run folder
     with plt.rc_context(REPORT_RC):            # the other chapters' figures (attention, corrections) at the report's text size too
         blocks += section_readouts(c, figs) + section_manifest(c) + section_probe(c) + section_ties(c)     # the finding, its figure, then the detail
         blocks += section_mcnemar(c, figs) + section_gap(c, figs) + section_attention(c, figs) + section_corrections(c, figs) + section_relabel(c)
-    blocks += section_environment(c)
+    blocks = [b + (shown_width(out/b[1]),) if b[0] == 'img' else b for b in blocks + section_environment(c)]
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out/'scores.csv', int_counts(c.st).to_csv(index=False))
     atomic_write(out/'report.md', render(blocks, 'md'))
