@@ -7,8 +7,9 @@ lead, `#| echo/output/include: false` become MyST-NB's remove tags, `#| output: 
 in the page, links to the docs site become relative, consecutive stream outputs are joined into one block, and stderr
 keeps the package's own notes but not library warnings or progress bars. Each API entry's anchor is its lower-cased name,
 as nbdev links it; the page's title, and a heading that would take an entry's anchor (`### AdaptVis` above the class),
-get ids of their own. Page names are nbdev's (`output-file`); the sidebar, previous/next links and search follow the
-notebook order. nbdev's processing runs the processors `settings.ini` adds (`procs`: each cell's entries in source
+get ids of their own. Page names are nbdev's (`output-file`); the sidebar, previous/next links and search follow
+`nbs/sidebar.yml` (Quarto's format, which `nbdev_docs` reads too): two books, the appendix and the manual, each in
+sections of one layer, one captioned toctree per section. nbdev's processing runs the processors `settings.ini` adds (`procs`: each cell's entries in source
 order). Stored outputs are rendered; nothing is executed.
 
     python .ci/site.py [--out _site] [--check]
@@ -18,7 +19,8 @@ without a description, "Call self as a function." or a bare "dict constant" entr
 their source order (read from each entry's source link), and an anchor given twice on a page (two API entries whose
 names differ only in case, which nbdev links to one anchor, or any other id given twice), and a shown code cell of
 checks only (`test_eq`, `test_fail`, `assert`, ... and nothing else: tests belong in a `#| hide` cell, out of the
-reading path). Without `--out` the site is built in a temporary folder, removed afterwards.
+reading path), a shown code line longer than the code column (`COLUMN` characters: longer lines are cut), and a
+sidebar.yml that lists a chapter twice or not at all, lists a file that is not there, or mixes layers in a section. Without `--out` the site is built in a temporary folder, removed afterwards.
 """
 import argparse, ast, collections, html, json, re, shutil, sys, tempfile, time
 from pathlib import Path
@@ -29,6 +31,7 @@ DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
 SOURCE = re.compile(r'^\[source\]\(([^)#\s]+)#L(\d+)\)', re.M)   # show_doc's link to where an entry is defined: file, line
 Entry = collections.namedtuple('Entry', 'name anchor file line run')   # an API entry of a page; `run`: the entries with no other cell between them
 NOISE = re.compile(r'\S+\.py:\d+: \w*Warning: |^\s*warnings\.warn\(|\w+/s\]|s/it\]|\d+%\|')   # library warnings, progress bars
+COLUMN = 88   # characters of code a page shows before cutting (Furo's code column: 90 at every window width, measured in Chromium)
 CHECKS = {'test_eq', 'test_fail', 'test_close', 'test_ne', 'test_warns', 'test_is', 'test_eq_type', 'test_stdout'}   # fastcore's
 CONF = '''
 project = {title!r}
@@ -121,9 +124,11 @@ def merge_streams(outputs: list) -> list:
 class Site:
     def __init__(self, proc: Path, src: Path):
         self.proc, self.src, self.problems, self.entries, self.listed, self.run = proc, src, [], {}, {}, 0
-        from pope_audit.interface.layers import LAYERS   # the sidebar follows the layers: index first, then each layer's folder
-        order = lambda p: (-1 if p.parent == proc else list(LAYERS).index(p.parent.name) if p.parent.name in LAYERS else len(LAYERS), p.name)
-        self.nbs = sorted((p for p in proc.rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts), key=order)
+        self.sections = self.sidebar()      # the sidebar: (caption, chapters) per section of sidebar.yml, in its order
+        listed = [q for _, qs in self.sections for q in qs]
+        found = sorted(p for p in proc.rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts)
+        self.nbs = [proc/'index.ipynb'] * (proc/'index.ipynb' in found) + list(dict.fromkeys(q for q in listed if q in found))
+        self.nbs += [p for p in found if p not in self.nbs]      # a chapter the sidebar leaves out still gets its page (and a problem)
         self.books = {p: json.loads(p.read_text()) for p in self.nbs}
         self.page = {p: front_matter(nb).get('output-file', p.stem + '.html') for p, nb in self.books.items()}
         self.by_nb = {p.name: self.page[p] for p in self.nbs}
@@ -131,6 +136,36 @@ class Site:
         self.shown = {(self.page[p], a) for p, nb in self.books.items() for c in nb['cells'] for o in c.get('outputs', [])
                       for a in re.findall(r'^#+\s+(\S+)', ''.join(o.get('data', {}).get('text/markdown', '')), re.M)
                       for a in [a.lower()]}   # every show_doc entry (page, anchor)
+
+    def sidebar(self) -> list:
+        """The sidebar's sections from `sidebar.yml` (Quarto's format, as nbdev's `custom_sidebar` reads it): a caption
+        ("book · section") and its chapters per innermost section. Adds a problem for a chapter listed twice or not at all, a
+        listed file that is not there, and a section whose chapters sit in more than one layer's folder."""
+        import yaml
+        f = self.proc/'sidebar.yml'
+        if not f.is_file(): self.problems.append('no sidebar.yml beside the notebooks: the sidebar has no books'); return []
+        out, seen = [], collections.Counter()
+        def walk(items, book):
+            leaves = []
+            for it in items or []:
+                if isinstance(it, dict) and 'section' in it:
+                    sub = walk(it.get('contents'), it['section'] if book is None else book)
+                    if sub: out.append((it['section'] if book is None else f"{book.removeprefix('The ').capitalize()} · {it['section']}", sub))
+                else:
+                    rel = it if isinstance(it, str) else it.get('href', '')
+                    seen[rel] += 1
+                    if rel != 'index.ipynb': leaves.append(self.proc/rel)
+            return leaves
+        walk(yaml.safe_load(f.read_text())['website']['sidebar']['contents'], None)
+        found = {str(p.relative_to(self.proc)) for p in self.proc.rglob('*.ipynb') if not p.name.startswith(('_', '.')) and '.ipynb_checkpoints' not in p.parts}
+        for rel, n in sorted(seen.items()):
+            if n > 1: self.problems.append(f'sidebar.yml lists {rel} {n} times')
+            if rel not in found: self.problems.append(f'sidebar.yml lists {rel}, which is not there')
+        for rel in sorted(found - set(seen) - {'index.ipynb'}): self.problems.append(f'sidebar.yml leaves out {rel}: the chapter is in no book')
+        for caption, qs in out:
+            folders = sorted({str(q.parent.relative_to(self.proc)) for q in qs})
+            if len(folders) > 1: self.problems.append(f'sidebar.yml: section {caption!r} mixes layers ({", ".join(folders)})')
+        return out
 
     def links(self, text: str) -> str:
         """Links to the docs site relative (all pages sit side by side); links to a notebook to its page; nbdev's links to a
@@ -159,6 +194,9 @@ class Site:
                 out = ''.join(next((o['data']['text/markdown'] for o in c.get('outputs', []) if 'text/markdown' in o.get('data', {})), ''))
                 cells.append(md(self.entry(p, out))); continue
             tags = [t for k, t in (('echo', 'remove-input'), ('output', 'remove-output')) if d.get(k) == 'false']
+            long = [l for l in body.split('\n') if len(l) > COLUMN] if 'remove-input' not in tags else []
+            if long: self.problems.append(f'{self.page[p]}: cell {c.get("id", "?")} shows {len(long)} code line(s) longer than '
+                                          f'{COLUMN} characters, cut on the page ({long[0].strip()[:50]}...)')
             if 'remove-input' not in tags and only_checks(body):
                 self.problems.append(f'{self.page[p]}: cell {c.get("id", "?")} shows only checks ({body.splitlines()[0][:60]}...): '
                                      'hide it (#| hide), or split a shown use from its checks')
@@ -166,9 +204,12 @@ class Site:
             if not body and not outs: continue
             self.run += 1
             cells.append(dict(c, source=body, outputs=outs, metadata=dict(c.get('metadata', {}), tags=tags), id=c.get('id') or f'site-{len(cells)}'))
-        if self.page[p] == 'index.html':    # the sidebar, previous/next: the chapters in notebook order
-            toc = '\n'.join(Path(self.page[q]).stem for q in self.nbs if self.page[q] != 'index.html')
-            cells.append(md(f'```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{toc}\n```'))
+        if self.page[p] == 'index.html':    # the sidebar, previous/next: a toctree per section of sidebar.yml, captioned
+            for caption, qs in self.sections:
+                toc = '\n'.join(Path(self.page[q]).stem for q in qs if q in self.page)
+                cells.append(md(f'```{{toctree}}\n:hidden:\n:maxdepth: 1\n:caption: {caption}\n\n{toc}\n```'))
+            rest = [q for q in self.nbs if self.page[q] != 'index.html' and not any(q in qs for _, qs in self.sections)]
+            if rest: cells.append(md('```{toctree}\n:hidden:\n:maxdepth: 1\n\n' + '\n'.join(Path(self.page[q]).stem for q in rest) + '\n```'))
         return dict(nb, cells=cells)
 
     def own_id(self, p: Path, what: str) -> str:

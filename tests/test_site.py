@@ -46,7 +46,14 @@ def built(tmp_path_factory):
         dict(code('test_eq(good(1), 2)\nfor a in (1, 2):\n    assert bare(a) is None, a\ntest_fail(lambda: good(None))'), id='wall'),   # a wall of checks, shown
         code('r = good(1)\ntest_eq(r, 2)\nr', [dict(output_type='execute_result', execution_count=None, metadata={}, data={'text/plain': '2'})]),   # a use with its check
         code('#| echo: false\ntest_eq(good(1), 2)'),   # checks with their source not shown (`#| hide` cells come out of nbdev's processing empty)
+        dict(code('x = good(1)   # ' + 'a comment that runs past the code column, so the page cuts it ' * 2), id='long'),
+        code('#| echo: false\nx = good(1)   # ' + 'a long line in a cell whose source is not shown ' * 3),
     ], 'Chapter X', 'x.html')))
+    (proc/'02_y.ipynb').write_text(json.dumps(nb([md('A chapter the sidebar leaves out.')], 'Chapter Y', 'y.html')))
+    (proc/'sub').mkdir()
+    (proc/'sub'/'03_z.ipynb').write_text(json.dumps(nb([md('A chapter of another layer, in the same section as X.')], 'Chapter Z', 'z.html')))
+    (proc/'sidebar.yml').write_text('website:\n  sidebar:\n    contents:\n      - index.ipynb\n      - section: The book\n'
+                                    '        contents:\n          - section: Part\n            contents: [01_x.ipynb, sub/03_z.ipynb, gone.ipynb]\n')
     out, work = tmp_path_factory.mktemp('html'), tmp_path_factory.mktemp('work')
     s = site.build(out, work, proc=proc)
     return s, out, site.check(s, out)
@@ -54,7 +61,8 @@ def built(tmp_path_factory):
 
 def test_rules_each_caught(built):
     """Exactly the planted defects are reported: an entry without a description, the fallback texts, a broken link and image,
-    one cell's entries out of source order, two entries sharing an anchor, an anchor given twice, and a shown cell of checks only."""
+    one cell's entries out of source order, two entries sharing an anchor, an anchor given twice, a shown cell of checks only,
+    a shown code line past the column, and a sidebar that leaves a chapter out, lists a missing one, or mixes layers."""
     _, _, bad = built
     assert sorted(bad) == sorted(['x.html: API entry bare has no description', 'x.html: contains "Call self as a function"',
                                   'x.html: broken link missing.html', 'x.html: contains "dict constant"',
@@ -62,7 +70,10 @@ def test_rules_each_caught(built):
                                   'x.html: API entries of one cell not in source order: shown second, first; defined first, second (x.py)',
                                   'x.html: API entries share the anchor #thing, so a link to one lands on the first: Thing, thing',
                                   'x.html: an anchor given twice on the page, so a link to the second lands on the first: #bare',
-                                  'x.html: cell wall shows only checks (test_eq(good(1), 2)...): hide it (#| hide), or split a shown use from its checks']), bad
+                                  'x.html: cell wall shows only checks (test_eq(good(1), 2)...): hide it (#| hide), or split a shown use from its checks',
+                                  'x.html: cell long shows 1 code line(s) longer than 88 characters, cut on the page (x = good(1)   # a comment that runs past the code ...)',
+                                  'sidebar.yml lists gone.ipynb, which is not there', 'sidebar.yml leaves out 02_y.ipynb: the chapter is in no book',
+                                  "sidebar.yml: section 'Book · Part' mixes layers (., sub)"]), bad
 
 
 def test_headings_keep_off_entry_anchors(built):
@@ -78,7 +89,9 @@ def test_pages_navigation_and_search(built):
     index, x = (out/'index.html').read_text(), (out/'x.html').read_text()
     assert re.search(r'<a class="reference external" href="x.html">01_x</a>', index)          # the chapters table links to the chapter
     assert re.search(r'<a class="next-page" href="x.html"', index) and re.search(r'<a class="prev-page" href="index.html"', x)
-    assert 'Chapter X' in re.search(r'<div class="sidebar-tree">.*?</div>', index, re.S)[0]   # the sidebar lists the chapter
+    tree = re.search(r'<div class="sidebar-tree">.*?</div>', index, re.S)[0]
+    assert 'Chapter X' in tree and 'Book · Part' in tree                                      # the sidebar: the chapter under its section's caption
+    assert tree.index('Chapter X') < tree.index('Chapter Z') < tree.index('Chapter Y')      # in sidebar.yml's order; one it leaves out last
     assert 'toc-tree' in x and 'href="#good"' in x                                            # the page's own table of contents
     assert '"thing":1' in (out/'searchindex.js').read_text() and (out/'search.html').is_file()     # a real search index
     assert [a for p, a in sorted(s.shown)] == ['bad', 'bare', 'first', 'good', 'second', 'thing']
