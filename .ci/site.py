@@ -41,6 +41,7 @@ myst_enable_extensions = ['attrs_block']   # `{{#id}}` above a heading: its own 
 html_theme = 'furo'
 html_title = {title!r}
 nb_execution_mode = 'off'             # the notebooks' stored outputs, as nbdev_docs shows them
+nb_render_markdown_format = 'gfm'    # a Markdown output (a small table under a figure) as GitHub renders it: tables too
 nb_output_stderr = 'show'             # the package's notes (noise was dropped before)
 myst_all_links_external = True        # links were made relative already; keep them as written
 suppress_warnings = ['myst.header', 'misc.highlighting_failure']   # show_doc headings are h3 under the page's h1
