@@ -54,6 +54,7 @@ CSS = '''
 .cell_output table { display: block; overflow-x: auto; font-size: .8em; }
 .cell_output td, .cell_output th { white-space: nowrap; padding: .2em .5em; }
 .cell_output .output.stderr { border-left: 3px solid #e9a178; }   /* the package's notes, beside the printed result */
+h3 + div[class^="highlight-"] pre { white-space: pre-wrap; }   /* an API entry's signature: a long parameter line wraps, not cut */
 '''
 
 
