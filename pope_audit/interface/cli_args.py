@@ -48,7 +48,7 @@ def parse_kv(spec:str|None, # `key=value,key=value`
         except json.JSONDecodeError: out[k] = v
     return out
 
-# %% ../../nbs/interface/90a_cli_args.ipynb #caf83056
+# %% ../../nbs/interface/90a_cli_args.ipynb #495059d5
 def LOG_QUIET():
     "Is `--quiet` in force (no notes, no progress)?"
     return LOG['quiet']
