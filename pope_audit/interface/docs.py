@@ -41,7 +41,7 @@ class SourceOrder:
 _NONE_TYPE = re.compile(r'(\w):NoneType=None\b')   # show_doc's guess for `x=None`: the type of the default
 
 def none_defaults(cell):
-    "An nbdev processor (settings.ini's `procs`): `x=None` for show_doc's `x:NoneType=None` in an API entry."
+    "An nbdev processor (settings.ini's `procs`): `x=None` where show_doc annotates a default of None with its type."
     if cell.cell_type != 'code' or not re.search(r'\bshow_doc\(', cell.source or ''): return
     for o in cell.get('outputs', []):
         data = o.get('data', {})
