@@ -45,6 +45,7 @@ class OldPaths(importlib.abc.MetaPathFinder):
 
 if not any(type(f).__name__ == 'OldPaths' for f in sys.meta_path): sys.meta_path.append(OldPaths())
 
+# %% ../nbs/foundation/00_package.ipynb #30d8940d
 def __getattr__(name):
     "`pope_audit.core` as an attribute, as the flat package had it once the module was imported."
     if moved(f'pope_audit.{name}') is None: raise AttributeError(f"module 'pope_audit' has no attribute {name!r}")

@@ -58,6 +58,7 @@ def register(b:Benchmark) -> Benchmark:
     BENCHMARKS.add(b.name, b, getattr(b.load, '__module__', None))
     return b
 
+# %% ../../nbs/benchmarks/01b_benchmarks.ipynb #70cb77ab
 # each benchmark's registration moved to its own module; the old names still work here, through the registry
 _MOVED = dict(POPE='pope', MME='mme', AMBER='amber', NATURALBENCH='naturalbench', HALLUSIONBENCH='hallusionbench')
 

@@ -39,6 +39,7 @@ def layouts() -> list[str]:
     "Every layout `load_answers` reads, in words: each registered reader's, then each benchmark's layouts of peer tools' files."
     return [r.layout for r in READERS.values()] + [p.layout for b in BENCHMARKS.values() for p in b.peers]
 
+# %% ../../nbs/benchmarks/04a_scoring.ipynb #850cbbb4
 # the benchmarks' official rules moved to their own modules; the old names still work here, through the registry
 _RULES = dict(mme_rule='mme', lmms_mme_rule='lmms_mme', amber_rule='amber', naturalbench_rule='naturalbench', hallusion_rule='hallusionbench')
 

@@ -15,14 +15,9 @@ from .cli_run import RUN_FLAGS, SERVED_ONLY, MODEL_COMMANDS, run_config, cmd_run
 from .cli_run import add_run_args, cmd_run
 
 # %% auto #0
-__all__ = ['COMMANDS', 'parse_ids', 'probe_setup', 'add_probe_args', 'cmd_probe', 'add_answers_args', 'add_relabel_arg',
-           'add_score_args', 'cmd_score', 'whole_counts', 'write_results', 'add_reconstruct_args', 'cmd_reconstruct',
-           'add_report_args', 'cmd_report', 'auto_threads', 'add_demo_args', 'cmd_demo', 'add_export_args',
-           'cmd_export', 'add_ls_args', 'cmd_ls', 'add_model_run_args', 'add_audit_args', 'cmd_audit',
-           'add_precision_args', 'cmd_precision', 'add_lint_args', 'cmd_lint', 'parser', 'out_path',
-           'check_environment', 'main']
+__all__ = ['parser', 'main']
 
-# %% ../../nbs/interface/90_cli.ipynb #d3c3f679
+# %% ../../nbs/interface/90_cli.ipynb #789cf56a
 def parse_ids(spec:str) -> dict[str, list[int]]:
     "`llava-two`, `llava-eight`, or `YES,IDS/NO,IDS` (e.g. `3582/1217`) as an id set."
     from pope_audit.foundation.tokens import LLAVA_TWO, LLAVA_EIGHT
@@ -83,7 +78,7 @@ def cmd_probe(a):
     if a.json: return dict(probe=pr.to_dict(), check=None if chk is None else chk.to_dict('records'))
     print(probe_text(pr, chk))
 
-# %% ../../nbs/interface/90_cli.ipynb #49615ca7
+# %% ../../nbs/interface/90_cli.ipynb #738194e9
 def _questions(a):
     "The whole question table named by --questions (and --labels), with --splits checked against it."
     from pope_audit.foundation.data import select_splits
@@ -227,7 +222,7 @@ def write_results(doc:dict, # `score --json`'s document
     atomic_write(out/'scores.csv', int_counts(scores).to_csv(index=False))
     return path
 
-# %% ../../nbs/interface/90_cli.ipynb #26205c24
+# %% ../../nbs/interface/90_cli.ipynb #6c13c4bc
 def add_reconstruct_args(s:argparse.ArgumentParser):
     "Add `pope-audit reconstruct`'s options: the answers (none: the paper's figures) and the two readouts."
     s.add_argument('run', nargs='?', help="a run folder, records, predictions table or answer file (default: the paper's published figures)")
@@ -359,7 +354,7 @@ def _ls_families(a):
         types = ', '.join(e['model_types']) or 'any other image-text-to-text architecture'
         print(f"{e['name']:<{w}}  {e['kind']}; model types {types}; engine features: {on}" + (' (experimental)' if e.get('experimental') else ''))
 
-# %% ../../nbs/interface/90_cli.ipynb #89760e18
+# %% ../../nbs/interface/90_cli.ipynb #1a696f37
 def _demo_images(a) -> dict:
     "`--demo-images` as the demo's keyword, when given (0 included, so the demo refuses it)."
     return {} if a.demo_images is None else {'n_images': a.demo_images}
@@ -429,7 +424,7 @@ def cmd_precision(a):
         t = precision_audit(a.out, a.model, a.precisions, a.questions, a.images, device=a.device, keep=a.keep or (), n_boot=a.boot, quiet=a.json, **_shared_settings(a))
     if a.json: return t.to_dict('records')
 
-# %% ../../nbs/interface/90_cli.ipynb #5a1c7e28
+# %% ../../nbs/interface/90_cli.ipynb #6944bae2
 def add_lint_args(s:argparse.ArgumentParser):
     "Add `pope-audit lint`'s options: the paths, the tokenizer and template as probe takes them, what to skip, how strict."
     s.add_argument('paths', nargs='+', help='Python files, notebooks or folders (read, never run)')
@@ -454,7 +449,7 @@ def cmd_lint(a):
     else: print(dumps_strict(r.to_dict(), indent=1) if a.json else r.text())
     if code: sys.exit(code)
 
-# %% ../../nbs/interface/90_cli.ipynb #a8c37d87
+# %% ../../nbs/interface/90_cli.ipynb #d06d584f
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
     "Defaults in every option's help, except where there is none to show."
     def _get_help_string(self, action):
@@ -482,22 +477,7 @@ COMMANDS = (('probe', cmd_probe, add_probe_args, "which ids a yes/no answer take
             ('audit', cmd_audit, add_audit_args, "several models on one question set, under LLaVA-1.5's two and eight ids, each model's own ids and string parsing"),
             ('precision', cmd_precision, add_precision_args, 'the same questions at several precisions, each against a repeat of the highest'))
 
-def parser() -> argparse.ArgumentParser:
-    "The `pope-audit` argument parser: the global options, then each command of `COMMANDS` with `--json` and its own options."
-    p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
-    p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
-    p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
-    p.add_argument('--verbose', action='store_true', help="also the libraries' own progress bars and warnings")
-    p.add_argument('--log-file', help='append every note and progress line, timestamped, to this file (missing folders are made; '
-                   "- or /dev/stdout: standard output; never a file the command reads or writes, a FIFO, a device or a symlink)")
-    sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
-    for name, fn, add_args, help in COMMANDS:
-        s = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
-        s.set_defaults(fn=fn)
-        s.add_argument('--json', action='store_true', help='print machine-readable JSON')
-        add_args(s)
-    return p
-
+# %% ../../nbs/interface/90_cli.ipynb #9a9c84b2
 def out_path(path:str, # the --out given
              folder:bool=True, # a folder (else a file) is wanted
              field:str='out', # the option, for the error
@@ -544,6 +524,24 @@ def _output_closed():
         except (OSError, ValueError): pass
     sys.exit(128 + signal.SIGPIPE)
 
+# %% ../../nbs/interface/90_cli.ipynb #f3d3300f
+def parser() -> argparse.ArgumentParser:
+    "The `pope-audit` argument parser: the global options, then each command of `COMMANDS` with `--json` and its own options."
+    p = argparse.ArgumentParser(prog='pope-audit', description='Audit how POPE-style benchmarks read yes/no out of a VLM.', formatter_class=_Help)
+    p.add_argument('--version', action='version', version=f'pope-audit {_version()}')
+    p.add_argument('--quiet', action='store_true', help='only errors and results: no notes, no progress')
+    p.add_argument('--verbose', action='store_true', help="also the libraries' own progress bars and warnings")
+    p.add_argument('--log-file', help='append every note and progress line, timestamped, to this file (missing folders are made; '
+                   "- or /dev/stdout: standard output; never a file the command reads or writes, a FIFO, a device or a symlink)")
+    sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
+    for name, fn, add_args, help in COMMANDS:
+        s = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
+        s.set_defaults(fn=fn)
+        s.add_argument('--json', action='store_true', help='print machine-readable JSON')
+        add_args(s)
+    return p
+
+# %% ../../nbs/interface/90_cli.ipynb #fe605eb6
 def main(argv=None):
     "Entry point of the `pope-audit` console script."
     try: _main(argv)

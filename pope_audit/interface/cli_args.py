@@ -8,7 +8,7 @@ import argparse, json
 from ..foundation.core import InputError, LOG
 
 # %% auto #0
-__all__ = ['natural_arg', 'batch_arg', 'add_questions_args', 'parse_kv', 'LOG_QUIET', 'read_template_file', 'given_template']
+__all__ = ['natural_arg', 'batch_arg', 'parse_kv', 'read_template_file', 'given_template']
 
 # %% ../../nbs/interface/90a_cli_args.ipynb #d6e1e23e
 def natural_arg(v:str) -> int:
@@ -48,6 +48,7 @@ def parse_kv(spec:str|None, # `key=value,key=value`
         except json.JSONDecodeError: out[k] = v
     return out
 
+# %% ../../nbs/interface/90a_cli_args.ipynb #495059d5
 def LOG_QUIET():
     "Is `--quiet` in force (no notes, no progress)?"
     return LOG['quiet']

@@ -13,8 +13,7 @@ from ..running.runconfig import read_config
 from .cli_args import batch_arg, add_questions_args, parse_kv, given_template, LOG_QUIET
 
 # %% auto #0
-__all__ = ['RUN_FLAGS', 'SERVED_ONLY', 'MODEL_COMMANDS', 'run_config', 'add_run_args', 'cmd_run', 'cmd_run_served',
-           'run_extra_problem', 'check_model_stack']
+__all__ = ['RUN_FLAGS', 'MODEL_COMMANDS', 'run_config', 'run_extra_problem', 'check_model_stack']
 
 # %% ../../nbs/interface/90b_cli_run.ipynb #69003cdc
 # run settings -> the `pope-audit run` option that sets each

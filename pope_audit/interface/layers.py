@@ -119,16 +119,19 @@ def layer_imports(graph:dict[str, set[str]]|None=None) -> 'pd.DataFrame':
 
 def draw_layers(graph:dict[str, set[str]]|None=None, ax=None):
     "The layer-by-layer import counts as a grid: on and below the diagonal imports flow down; a count above it (boxed red) is upward."
-    import matplotlib.pyplot as plt, seaborn as sns
+    import matplotlib.pyplot as plt, numpy as np, seaborn as sns
     n = layer_imports(graph)
-    if ax is None: _, ax = plt.subplots(figsize=(8, 6))
-    sns.heatmap(n, annot=True, fmt='d', cmap='Blues', cbar=False, linewidths=.5, linecolor='white', ax=ax, annot_kws=dict(size=12))
-    for i in range(len(n)):
-        for j in range(i + 1, len(n)):
-            if n.iat[i, j]: ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, ec='tab:red', lw=3))
-    ax.set_xlabel('imported layer', fontsize=12); ax.set_ylabel('importing layer', fontsize=12)
-    ax.tick_params(labelsize=11); ax.tick_params(axis='x', rotation=30)
-    ax.set_title('imports between modules, by layer (the diagonal: within a layer)', fontsize=12)
+    above = np.triu(np.ones(n.shape, dtype=bool), 1)
+    if ax is None: _, ax = plt.subplots(figsize=(7, 5.2))
+    ax.set_facecolor('#e8e8e8')                                  # above the diagonal with no import: grey
+    sns.heatmap(n, mask=above & (n.values == 0), annot=n.where(n > 0, '').astype(str).values, fmt='', cmap='Blues',
+                cbar=False, linewidths=1, linecolor='white', ax=ax, annot_kws=dict(size=13))
+    for i, j in zip(*np.nonzero(above & (n.values > 0))):       # an import into a higher layer
+        ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, ec='tab:red', lw=3))
+    ax.set_xlabel('imported layer', fontsize=13); ax.set_ylabel('importing layer', fontsize=13)
+    ax.tick_params(labelsize=12, length=0); ax.tick_params(axis='x', rotation=30)
+    ax.set_title('imports between modules, by layer\n(grey, above the diagonal: a higher layer, where no module may import)',
+                 fontsize=13)
     return ax
 
 # %% ../../nbs/interface/91_architecture.ipynb #1834ec87
