@@ -53,5 +53,5 @@ def paper_records(split:str='adversarial') -> pd.DataFrame:
     return pd.read_csv(f)
 
 def paper_attention() -> pd.DataFrame:
-    "The paper's attention diagnostic on POPE adversarial, per question: image, label, prediction, yes and no logits, attention share on the image (`grounding`), CLIP similarity."
+    "The paper's attention diagnostic on POPE adversarial, per question: image, label, prediction, yes and no logits, attention to the image (`grounding`), CLIP similarity."
     return pd.read_csv(PAPER_RECORDS/'attention_adversarial.csv')
