@@ -157,7 +157,7 @@ def derive_attention(src, commit, pope):
         columns=dict(question_id="POPE's question id", image="the question's image, from POPE's question file by question id",
                      label="the file's label (equal to POPE's)", prediction="the file's prediction: yes when yes_raw > no_raw",
                      yes_raw="the file's yes logit", no_raw="the file's no logit",
-                     grounding="the file's grounding: share of attention on the image tokens (layers in summary.layers_for_grounding)",
+                     grounding="the file's grounding: its measure of the answer position's attention to the image patches, an average of attention weights over the image positions and the layers in summary.layers_for_grounding (by the repository's src/run_full_diagnostic_3000q.py at 08a10ab0), not a share that sums to 1",
                      clip_l_max_sim="the file's clip_l_max_sim"),
         checks=[f"all {len(res)} questions of POPE {split}, each once; every label equals POPE's by question id",
                 'gap_raw equals yes_raw − no_raw exactly on every record (so it is left out)',

@@ -145,7 +145,7 @@ def test_example_cells_keep_imports_apart():
     for p in sorted((root/'nbs').rglob('*.ipynb')):
         for c in json.loads(p.read_text())['cells']:
             src = ''.join(c['source'])
-            if c['cell_type'] != 'code' or re.search(r'^#\|\s*(export|exporti|hide)\b', src, re.M): continue
+            if c['cell_type'] != 'code' or re.search(r'^#\|\s*(export|exports|exporti|hide)\b', src, re.M): continue
             code = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#')]
             imports = [l for l in code if re.match(r'\s*(import \w|from \S+ import )', l)]
             if imports and len(imports) < len(code): mixed.append(f'{p.name} cell {c.get("id")}: {imports[0].strip()}')

@@ -8,13 +8,32 @@ import pandas as pd
 from ..foundation.metrics import bootstrap_ci, design_effect, diff_ci, diff_se, mcnemar_test, clustered_mcnemar, min_detectable, scores, confusion
 
 # %% auto #0
-__all__ = ['interval_table', 'pair_table', 'plot_gap_intervals']
+__all__ = ['label_gaps', 'resamplings', 'interval_table', 'pair_table', 'plot_gap_intervals']
+
+# %% ../../nbs/appendix/11b_confounds.ipynb #a61e6c44
+def label_gaps(preds:pd.DataFrame, # per question: split, label and a column per readout
+               relabelled, # each question's corrected label (NaN: removed)
+               a:str, b:str, # the two readouts
+              ) -> pd.DataFrame:
+    "Per split, F1(a) − F1(b) in points: POPE's labels, questions kept, new labels."
+    f1 = lambda p, l: scores(confusion(p, l))['f1']
+    gap = lambda k, l: 100 * (f1(preds[a][k], l[k]) - f1(preds[b][k], l[k]))
+    new, kept = pd.Series(relabelled, index=preds.index), pd.notna(relabelled)
+    rows = []
+    for s in dict.fromkeys(preds.split):
+        on = (preds.split == s).to_numpy()
+        rows.append(dict(split=s, pope=gap(on, preds.label),
+                         pope_kept=gap(on & kept, preds.label),
+                         repope=gap(on & kept, new)))
+    return pd.DataFrame(rows)
 
 # %% ../../nbs/appendix/11b_confounds.ipynb #5ccf9fc9
-def _resamplings(labels, images) -> dict:
-    "What an interval resamples: single questions, questions within their label (a split's label balance kept), whole images."
-    return {'questions': {}, 'labels': dict(strata=labels), 'images': dict(clusters=images)}
+def resamplings(labels, images) -> dict:
+    "What an interval resamples: questions, questions within their label, whole images."
+    return {'questions': {}, 'labels': dict(strata=labels),
+            'images': dict(clusters=images)}
 
+# %% ../../nbs/appendix/11b_confounds.ipynb #206c7cd0
 def interval_table(preds:pd.DataFrame, # decisions: label and one column per readout
                    images, # each row's image
                    names:list[str], # the readouts
@@ -23,34 +42,41 @@ def interval_table(preds:pd.DataFrame, # decisions: label and one column per rea
     rows = []
     for n in names:
         row = dict(readout=n, f1=scores(confusion(preds[n], preds.label))['f1'])
-        for k, kw in _resamplings(preds.label, images).items():
+        for k, kw in resamplings(preds.label, images).items():
             row[f'lo_{k}'], row[f'hi_{k}'] = bootstrap_ci(preds[n], preds.label, n_boot=n_boot, seed=seed, **kw)
         rows.append(dict(row, deff=design_effect(preds[n], preds.label, 'f1', images)))
     return pd.DataFrame(rows)
 
-def pair_table(preds:pd.DataFrame, images, a:str, b:str, n_boot:int=2000, seed:int=0) -> pd.DataFrame:
-    "F1(a) − F1(b): its paired 95% interval resampling questions, questions within their label, and whole images; its design effect and minimum detectable difference by image; McNemar's p plain and by image."
+# %% ../../nbs/appendix/11b_confounds.ipynb #43b7f9b3
+def pair_table(preds:pd.DataFrame, images, a:str, b:str, n_boot:int=2000, seed:int=0
+              ) -> pd.DataFrame:
+    "F1(a) − F1(b): paired 95% intervals per resampling, design effect, MDD, McNemar."
+    p, q, l = preds[a], preds[b], preds.label
     row = dict(a=a, b=b)
-    for k, kw in _resamplings(preds.label, images).items():
-        row['difference'], row[f'lo_{k}'], row[f'hi_{k}'] = diff_ci(preds[a], preds[b], preds.label, n_boot=n_boot, seed=seed, **kw)
-    se, se_img = diff_se(preds[a], preds[b], preds.label), diff_se(preds[a], preds[b], preds.label, 'f1', images)
-    cm = clustered_mcnemar(preds[a], preds[b], preds.label, images)
-    return pd.DataFrame([dict(row, deff=(se_img / se) ** 2, mdd=min_detectable(se_img), mcnemar_p=mcnemar_test(preds[a], preds[b], preds.label)['pvalue'],
-                              mcnemar_p_images=cm['pvalue'], mcnemar_method=cm['method'])])
+    for k, kw in resamplings(l, images).items():
+        d, lo, hi = diff_ci(p, q, l, n_boot=n_boot, seed=seed, **kw)
+        row.update({'difference': d, f'lo_{k}': lo, f'hi_{k}': hi})
+    se, se_img = diff_se(p, q, l), diff_se(p, q, l, 'f1', images)   # questions, images
+    cm = clustered_mcnemar(p, q, l, images)
+    row.update(deff=(se_img / se) ** 2, mdd=min_detectable(se_img),
+               mcnemar_p=mcnemar_test(p, q, l)['pvalue'], mcnemar_p_images=cm['pvalue'],
+               mcnemar_method=cm['method'])
+    return pd.DataFrame([row])
 
 # %% ../../nbs/appendix/11b_confounds.ipynb #f8d7b948
 def plot_gap_intervals(pts:pd.DataFrame, # `pair_table` rows with a `split` column
                        ax=None):
     "The difference per split, in points, with its paired 95% interval under each resampling."
     import matplotlib.pyplot as plt, seaborn as sns
-    ax = ax or plt.subplots(figsize=(7.5, 0.9 * len(pts) + 1.2))[1]
+    from pope_audit.appendix.reconstruct import text_size
+    ax = ax or plt.subplots(figsize=(7.2, 0.9 * len(pts) + 1.6))[1]
     ways = {'questions': 'questions', 'labels': 'questions within label', 'images': 'whole images'}
     for j, (k, name) in enumerate(ways.items()):
         y = [i + (j - 1) * 0.22 for i in range(len(pts))]
         d, lo, hi = 100 * pts.difference, 100 * pts[f'lo_{k}'], 100 * pts[f'hi_{k}']
-        ax.errorbar(d, y, xerr=[d - lo, hi - d], fmt='o', ms=4, capsize=3, color=sns.color_palette()[j], label=f'resampling {name}')
+        ax.errorbar(d, y, xerr=[d - lo, hi - d], fmt='o', ms=5, capsize=3, color=sns.color_palette()[j], label=name)
     ax.set_yticks(range(len(pts)), pts.split); ax.set_ylim(len(pts) - 0.5, -0.5)
     ax.axvline(0, color='k', lw=0.8); ax.grid(axis='x', alpha=.3)
-    ax.set(xlabel=f'F1({pts.a.iloc[0]}) − F1({pts.b.iloc[0]}), points, with paired 95% intervals')
-    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
-    return ax
+    ax.set(xlabel=f'F1({pts.a.iloc[0]}) − F1({pts.b.iloc[0]}), points, paired 95% intervals')
+    ax.legend(title='resampling', loc='upper center', bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
+    return text_size(ax)

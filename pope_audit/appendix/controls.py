@@ -10,19 +10,27 @@ import pandas as pd
 from ..foundation.readouts import READOUTS, _max, correction_labels
 
 # %% auto #0
-__all__ = ['TABLE_COLS', 'matched_offset', 'auroc', 'needed_ratio', 'correction_frame', 'yes_push', 'controls', 'offset_curve',
-           'plot_controls', 'run_controls']
+__all__ = ['TABLE_COLS', 'matched_offset', 'needed_ratio', 'auroc', 'offset_curve', 'plot_offset_curve', 'correction_frame',
+           'yes_push', 'controls', 'plot_controls', 'run_controls']
 
-# %% ../../nbs/appendix/15c_controls.ipynb #5a2d91b4
+# %% ../../nbs/appendix/15c_controls.ipynb #b05104aa
 def matched_offset(delta:np.ndarray, # the baseline's margins
                    n_yes:int, # how many questions to answer yes
                   ) -> float:
-    "A constant offset t with exactly `n_yes` margins above it (midway between neighbours)."
+    "A constant offset t with exactly `n_yes` margins above it (midway between two)."
     s = np.sort(np.asarray(delta, dtype=float))[::-1]
     if n_yes <= 0: return float(s[0])
     if n_yes >= len(s): return float(s[-1]) - 1.0
     return float((s[n_yes - 1] + s[n_yes]) / 2)
 
+def needed_ratio(f1:float, towards:str='no') -> float:
+    "Right/wrong flip ratio above which flips in one direction raise F1."
+    # towards no: (2 − F1)/F1; at F1 0 (no true positive) such flips cannot raise it
+    if towards == 'no':
+        return (2 - f1) / f1 if f1 else float('inf')
+    return f1 / (2 - f1)
+
+# %% ../../nbs/appendix/15c_controls.ipynb #a51007f0
 def auroc(score, labels) -> float:
     "Area under the ROC curve of `score` for label 'yes' (Mann–Whitney, ties counted half)."
     from scipy.stats import rankdata
@@ -31,10 +39,30 @@ def auroc(score, labels) -> float:
     if not n1 or not n0: return float('nan')
     return float((rankdata(s)[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
-def needed_ratio(f1:float, towards:str='no') -> float:
-    "Right/wrong flip ratio above which one-direction flips raise F1: (2 − F1)/F1 towards no, F1/(2 − F1) towards yes."
-    if towards == 'no': return (2 - f1) / f1 if f1 else float('inf')   # F1 0 (no true positive): flips towards no cannot raise it
-    return f1 / (2 - f1)
+# %% ../../nbs/appendix/15c_controls.ipynb #1d6f9117
+def offset_curve(delta, labels) -> pd.DataFrame:
+    "Yes-rate and F1 of `yes ⇔ Δ > t` for every constant offset t."
+    d, pos = np.asarray(delta, dtype=float), np.asarray(labels, dtype=object) == 'yes'
+    o = np.argsort(-d, kind='stable')
+    k = np.arange(len(d) + 1)
+    tp = np.concatenate([[0], np.cumsum(pos[o])])
+    return pd.DataFrame(dict(yes_rate=k / len(d), f1=2 * tp / (k + pos.sum())))
+
+# %% ../../nbs/appendix/15c_controls.ipynb #fa7c5086
+def plot_offset_curve(curve:pd.DataFrame, # `offset_curve` output
+                      points:dict, # name: (yes-rate, F1) of a readout or correction
+                      ax=None, title:str=''):
+    "F1 of every constant offset against its yes-rate, with readouts or corrections marked on it."
+    import matplotlib.pyplot as plt
+    from pope_audit.appendix.reconstruct import text_size
+    ax = ax or plt.subplots(figsize=(7.2, 3.6))[1]
+    ax.plot(100 * curve.yes_rate, 100 * curve.f1, color='grey', lw=1.5,
+            label='a constant offset on Δ')
+    for i, (name, (yr, f1)) in enumerate(points.items()):
+        ax.plot(100 * yr, 100 * f1, 'o', ms=9, color=f'C{i}', label=f'{name}: F1 {100 * f1:.2f}')
+    ax.set(xlabel='yes-rate (%)', ylabel='F1 (points)', title=title or 'F1 against yes-rate')
+    ax.grid(alpha=.3); ax.legend(loc='lower right')
+    return text_size(ax)
 
 # %% ../../nbs/appendix/15c_controls.ipynb #2baf0f64
 def correction_frame(records, labels=None) -> pd.DataFrame:
@@ -49,8 +77,12 @@ def correction_frame(records, labels=None) -> pd.DataFrame:
                              tau=c['tau'], tau_free=c.get('tau_free', c['tau']), frozen=bool(c.get('frozen', False)), pred=READOUTS[l](r)))
     return pd.DataFrame(rows)
 
-def yes_push(rec, ids:dict|None=None, mass:float=0.2, gap:float=0.5) -> str:
-    "cd_rethink's yes-push control: yes if the baseline says yes, or p_yes + p_no > `mass` and |p_yes − p_no| < `gap`."
+# %% ../../nbs/appendix/15c_controls.ipynb #ba8ac50a
+def yes_push(rec, ids:dict|None=None,
+             mass:float=0.2, # yes when p_yes + p_no is above this ...
+             gap:float=0.5, # ... and |p_yes − p_no| below this
+            ) -> str:
+    "Yes-push control (cd_rethink): a baseline no turned to yes when unsure."
     ids = ids or rec.derived
     base = READOUTS['derived'](rec)
     if base != 'no' or rec.logsumexp is None: return base
@@ -100,26 +132,21 @@ def controls(records, # records of one run (with corrections)
     order = {s: i for i, s in enumerate(dict.fromkeys(r['split'] for r in rows))}
     return pd.DataFrame(rows).sort_values('split', key=lambda s: s.map(order), kind='stable').reset_index(drop=True)
 
-# %% ../../nbs/appendix/15c_controls.ipynb #3c8a454e
-def offset_curve(delta, labels) -> pd.DataFrame:
-    "Yes-rate and F1 of `yes ⇔ Δ > t` for every constant offset t (one row per number of yes answers)."
-    d, pos = np.asarray(delta, dtype=float), np.asarray(labels, dtype=object) == 'yes'
-    o = np.argsort(-d, kind='stable')
-    k = np.arange(len(d) + 1)
-    tp = np.concatenate([[0], np.cumsum(pos[o])])
-    return pd.DataFrame(dict(yes_rate=k / len(d), f1=2 * tp / (k + pos.sum())))
-
+# %% ../../nbs/appendix/15c_controls.ipynb #b72e4a07
 def plot_controls(records, table:pd.DataFrame|None=None, axes=None, n_boot:int=1000,
                   resample:str='images', # what the intervals resample: whole images (when every record names its image) or questions
                  ):
     "Per split, one row per control or correction: its F1 minus the baseline's, with a paired 95% interval, beside a constant offset at its yes-rate."
     import matplotlib.pyplot as plt
     from pope_audit.foundation.metrics import diff_ci, image_clusters
+    from pope_audit.appendix.reconstruct import text_size
     table = controls(records) if table is None else table
     splits = list(dict.fromkeys(table.split))
     names = [n for n in dict.fromkeys(table.readout) if n != 'baseline']
     own = axes is None
-    if own: axes = plt.subplots(1, len(splits), figsize=(3.4 * len(splits) + 2.2, 0.34 * len(names) + 1.5), sharey=True, sharex=True, squeeze=False)[1][0]
+    if own:   # one panel per split, stacked: the page's width, 11-pt text
+        h = 0.4 * len(names) + 1.2
+        axes = plt.subplots(len(splits), 1, figsize=(7.2, h * len(splits) + 1.1), sharex=True, squeeze=False)[1][:, 0]
     preds = pd.DataFrame(dict(split=[r.split for r in records], image=[r.image for r in records], label=[r.label for r in records], baseline=[READOUTS['derived'](r) for r in records],
                               yes_push=[yes_push(r) for r in records], **{l: [READOUTS[l](r) for r in records] for l in names if l != 'yes_push'}))
     for ax, s in zip(axes, splits):
@@ -132,13 +159,15 @@ def plot_controls(records, table:pd.DataFrame|None=None, axes=None, n_boot:int=1
             ax.scatter(100 * (t.f1_matched[n] - t.f1['baseline']), y, marker='D', s=28, facecolor='none', edgecolor='C1', lw=1.3, zorder=3,
                        label='constant offset at its yes-rate − baseline' if y == 0 else None)
         ax.axvline(0, color='k', lw=0.8)
-        ax.set(title=f"{s} (baseline F1 {t.f1['baseline']:.4f})", xlabel='F1 − baseline F1 (points)'); ax.grid(axis='x', alpha=.3)
-        ax.set_yticks(range(len(names)), names)
-    axes[0].set_ylim(len(names) - 0.5, -0.5)
-    axes[-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
-    if own: axes[0].figure.tight_layout()
+        ax.set_title(f"{s} (baseline F1 {t.f1['baseline']:.4f})"); ax.grid(axis='x', alpha=.3)
+        ax.set_yticks(range(len(names)), names); ax.set_ylim(len(names) - 0.5, -0.5)
+    axes[-1].set_xlabel('F1 − baseline F1 (points)')
+    for ax in axes: text_size(ax)
+    if not own: axes[-1].legend(loc='upper left', bbox_to_anchor=(1.02, 1), fontsize=11); return axes
+    fig = axes[0].figure   # the legend under the panels, in a strip kept free for it
+    fig.legend(*axes[0].get_legend_handles_labels(), loc='lower center', frameon=False, fontsize=11)
+    fig.tight_layout(rect=(0, 0.75 / fig.get_figheight(), 1, 1))
     return axes
-
 
 # %% ../../nbs/appendix/15c_controls.ipynb #f9f25d26
 def run_controls(run_dir) -> pd.DataFrame:

@@ -64,13 +64,15 @@ def entries(raw:pd.DataFrame|None=None) -> pd.DataFrame:
     df['question_set'] = np.where(raw.set_index('row_id').loc[df.row_id].notes.str.contains('OPOPE').values, 'offline POPE (OPOPE)', 'not stated')
     return df
 
-# %% ../../nbs/appendix/11_survey.ipynb #bc1f7a1f
+# %% ../../nbs/appendix/11_survey.ipynb #84ef324c
 def paper_table(E:pd.DataFrame|None=None) -> pd.DataFrame:
-    "The paper's survey table: baseline, method, gain, decoding, readout in code, verified?"
+    "The six: baseline, method, gain, decoding, readout in code, verified."
     E = entries() if E is None else E
     six = E[E.in_preprint_six].copy()
     six['gain < readout gap'] = six.gain < READOUT_GAP
-    return six[['method', 'base', 'method_f1', 'gain', 'gain < readout gap', 'decoding', 'readout_in_code', 'verified']].reset_index(drop=True)
+    cols = ['method', 'base', 'method_f1', 'gain', 'gain < readout gap', 'decoding',
+            'readout_in_code', 'verified']
+    return six[cols].reset_index(drop=True)
 
 # %% ../../nbs/appendix/11_survey.ipynb #fb424794
 DECODING_COLORS = {'greedy': '#1f77b4', 'sampling': '#ff7f0e', 'beam': '#2ca02c', 'unclear': '#7f7f7f'}
@@ -86,37 +88,43 @@ def gain_labels(d:pd.DataFrame) -> list[str]:
 def plot_gains(E:pd.DataFrame|None=None, ax=None, mdd:float|None=None):
     "Horizontal bars of adversarial F1 gains (value on each), with the readout gap, the baseline spread and (given) the minimum detectable difference marked above."
     import matplotlib.pyplot as plt, textwrap
+    from pope_audit.appendix.reconstruct import text_size
     from matplotlib.patches import Patch
     E = entries() if E is None else E
     d = E.dropna(subset=['gain']).sort_values('gain').reset_index(drop=True)
-    ax = ax or plt.subplots(figsize=(9, 0.5 * len(d) + 1.6))[1]
+    ax = ax or plt.subplots(figsize=(5.4, 0.55 * len(d) + 1.6))[1]
     for i, r in d.iterrows():
         c = DECODING_COLORS[r.decoding]
         ax.barh(i, r.gain, color=c if r.verified else 'none', edgecolor=c, hatch=None if r.verified else '///')
-        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', fontsize=9, bbox=dict(fc='white', ec='none', pad=0.5))   # readable across the marker lines
-    ax.set_yticks(range(len(d)), [textwrap.fill(l, 40) for l in gain_labels(d)], fontsize=9)
+        ax.text(max(r.gain, 0) + 0.15, i, f'{r.gain:+.2f}', va='center', bbox=dict(fc='white', ec='none', pad=0.5))   # readable across the marker lines
+    ax.set_yticks(range(len(d)), [textwrap.fill(l, 30) for l in gain_labels(d)])
     top = ax.get_xaxis_transform()
     marks = [(READOUT_GAP, '--', f'readout gap {READOUT_GAP} ', 'right'), (BASELINE_SPREAD, ':', f' baseline spread {BASELINE_SPREAD}', 'left')]
     if mdd is not None: marks.append((mdd, '-.', f'noise {mdd:.2f} ', 'right'))    # the smallest difference two runs of POPE can tell apart
     for x, ls, label, ha in marks:
         ax.axvline(x, ls=ls, c='k', lw=1)
-        ax.text(x, 1.01, label, transform=top, fontsize=9, ha=ha, va='bottom')      # each label on its own side of its line
+        ax.text(x, 1.01, label, transform=top, ha=ha, va='bottom')      # each label on its own side of its line
     present = [k for k in DECODING_COLORS if k in set(d.decoding)]
     ax.legend(handles=[Patch(color=DECODING_COLORS[k], label=k) for k in present] + [Patch(facecolor='none', edgecolor='k', hatch='///', label='unverified')],
-              fontsize=9, loc='lower right')
+              loc='lower right')
     ax.set_xlim(min(0, d.gain.min()) - 0.5, max(d.gain.max(), BASELINE_SPREAD) + 1.5)
     ax.set_xlabel('gain in adversarial F1 (points)')
-    ax.set_title('Published LLaVA-1.5-7B POPE gains vs the readout gap', pad=16)
-    return ax
+    ax.set_title('Published LLaVA-1.5-7B POPE gains vs the readout gap', pad=18)
+    return text_size(ax)
 
-# %% ../../nbs/appendix/11_survey.ipynb #021f8473
-def min_detectable_gain(preds, labels, images, alpha:float=0.05, power:float=0.8) -> dict:
-    "The smallest F1 difference (in points) two independent runs of these questions detect, with an image's questions counted together, and without."
+# %% ../../nbs/appendix/11_survey.ipynb #5e527ea7
+def min_detectable_gain(preds, labels, images, alpha:float=0.05, power:float=0.8
+                       ) -> dict:
+    "Smallest F1 difference (points) two separate runs detect: by image, by question."
     from pope_audit.foundation.metrics import metric_se, min_detectable
-    se_img, se_q = metric_se(preds, labels, 'f1', images), metric_se(preds, labels, 'f1')
-    return dict(questions=len(labels), images=len(set(images)), se_images=se_img, se_questions=se_q,
-                mdd_images=100 * min_detectable(2 ** 0.5 * se_img, alpha, power), mdd_questions=100 * min_detectable(2 ** 0.5 * se_q, alpha, power))
+    se_img = metric_se(preds, labels, 'f1', images)
+    se_q = metric_se(preds, labels, 'f1')
+    # two independent runs: the difference's se is √2 times one run's
+    mdd = lambda se: 100 * min_detectable(2 ** 0.5 * se, alpha, power)
+    return dict(questions=len(labels), images=len(set(images)), se_images=se_img,
+                se_questions=se_q, mdd_images=mdd(se_img), mdd_questions=mdd(se_q))
 
+# %% ../../nbs/appendix/11_survey.ipynb #fdd84597
 def against_noise(E:pd.DataFrame, mdd:float) -> pd.DataFrame:
     "Each published gain beside the minimum detectable difference `mdd` (points): does it exceed it?"
     d = E.dropna(subset=['gain']).sort_values('gain').reset_index(drop=True)
@@ -132,13 +140,14 @@ def baselines_by_decoding(E:pd.DataFrame|None=None) -> pd.DataFrame:
 def plot_baselines(E:pd.DataFrame|None=None, ax=None):
     "Baselines by decoding group, with the paper's 82.21 (4-bit, eight-token readout) marked."
     import matplotlib.pyplot as plt, seaborn as sns
+    from pope_audit.appendix.reconstruct import text_size
     E = entries() if E is None else E
     b = E.dropna(subset=['base']).drop_duplicates(['row_id', 'decoding', 'base'])
-    ax = ax or plt.subplots(figsize=(6, 2.6))[1]
+    ax = ax or plt.subplots(figsize=(7.2, 3.2))[1]
     sns.stripplot(b, x='base', y='decoding', hue='verified', palette={True: 'k', False: '#bbbbbb'}, size=7, jitter=0.15, ax=ax)
     line = ax.axvline(PAPER_BASELINE, c='r', lw=1, ls='--')      # named in the legend: a label on the line would sit on the axis frame
     h, l = ax.get_legend_handles_labels()
-    ax.legend(h + [line], [{'True': 'verified', 'False': 'unverified'}.get(x, x) for x in l] + [f"the paper's {PAPER_BASELINE}\n(4-bit NF4, eight-token)"],
-              fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1))
+    ax.legend(h + [line], [{'True': 'verified', 'False': 'unverified'}.get(x, x) for x in l] + [f"the paper's {PAPER_BASELINE}\n(4-bit, eight tokens)"],
+              loc='upper center', bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     ax.set(xlabel='baseline adversarial F1', ylabel='', title='LLaVA-1.5-7B baselines by decoding setting')
-    return ax
+    return text_size(ax)
