@@ -19,11 +19,11 @@ from .chat import chat_prompt, chat_template_of
 __all__ = ['MERGES', 'Probe', 'LLAVA_TWO', 'LLAVA_EIGHT', 'answer_row', 'derived_set', 'ProbeResult', 'probe', 'check_ids',
            'probe_text', 'plain_encoders', 'parity', 'parity_templates', 'parity_rows', 'parity_table']
 
-# %% ../../nbs/foundation/02e_probe.ipynb #0c71aae2
+# %% ../../nbs/foundation/02e_probe.ipynb #6add0fcc
 # the probe's verdict for an answer form that merges with the prompt's end
 MERGES = 'merges with the prompt end'
 
-# %% ../../nbs/foundation/02e_probe.ipynb #7e076d26
+# %% ../../nbs/foundation/02e_probe.ipynb #bfcb85ac
 def answer_row(tok, prompt:str, label:str, form:str, sep:str, used:bool) -> dict:
     "What answer `form` (of `label`), joined to `prompt` with `sep`, adds there."
     ids, replaced = join_answer(tok, prompt, sep + form)
@@ -34,11 +34,12 @@ def answer_row(tok, prompt:str, label:str, form:str, sep:str, used:bool) -> dict
                 tokens=names(ids), merged=names(replaced), verdict=verdict,
                 single=verdict == 'single token', used=used)
 
-# %% ../../nbs/foundation/02e_probe.ipynb #6a471e50
+# %% ../../nbs/foundation/02e_probe.ipynb #ac272fcb
 def derived_set(answers:pd.DataFrame, forms=FORMS) -> dict[str, list[int]]:
     "Per label, the ids of its forms that are one token at the answer position."
     use = answers[answers.used & answers.single]
-    return {k: sorted({r.ids[0] for r in use.itertuples() if r.label == k}) for k in forms}
+    ids = lambda k: sorted({r.ids[0] for r in use.itertuples() if r.label == k})
+    return {k: ids(k) for k in forms}
 
 # %% ../../nbs/foundation/02e_probe.ipynb #0e7301fb
 @dataclass
@@ -108,13 +109,13 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
     return ProbeResult(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts,
                  rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold), think=think or '')
 
-# %% ../../nbs/foundation/02e_probe.ipynb #e0f34f79
+# %% ../../nbs/foundation/02e_probe.ipynb #785c23ac
 # the audited reference evaluator's two ids (LLaMA vocabulary), kept to audit it
 LLAVA_TWO = {'yes': [3582], 'no': [1217]}  # pope-audit: ok
 # the paper's fix: all eight surface forms (LLaMA vocabulary)
 LLAVA_EIGHT = {'yes': [3582, 8241, 4874, 3869], 'no': [1217, 3782, 694, 1939]}
 
-# %% ../../nbs/foundation/02e_probe.ipynb #a942ecec
+# %% ../../nbs/foundation/02e_probe.ipynb #fd5c837b
 def check_ids(pr:ProbeResult, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
     "For each id in `{'yes': [...], 'no': [...]}`: what it spells here and whether it can occur at the answer position."
     at_answer = {i for v in pr.derived.values() for i in v}
