@@ -15,7 +15,7 @@ __all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'fold_unknowns', 'scores', 'pap
            'bootstrap_ci', 'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se',
            'design_effect', 'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
-# %% ../../nbs/foundation/04_metrics.ipynb #752db983
+# %% ../../nbs/foundation/04_metrics.ipynb #10b2bf9a
 def confusion(preds, labels) -> dict[str, int]:
     "Counts `tp, fp, tn, fn` and unknowns on positives (`up`) and negatives (`un`)."
     p, l = np.asarray(preds, dtype=object), np.asarray(labels, dtype=object)
@@ -26,7 +26,7 @@ def confusion(preds, labels) -> dict[str, int]:
                 tn=int((no & ~pos).sum()), fn=int((no & pos).sum()),
                 up=int((unk & pos).sum()), un=int((unk & ~pos).sum()))
 
-# %% ../../nbs/foundation/04_metrics.ipynb #09972277
+# %% ../../nbs/foundation/04_metrics.ipynb #aba87a54
 def _div(a, b): return a / b if b else float('nan')
 
 def fold_unknowns(c:dict, unknown:str='wrong') -> dict:
@@ -42,7 +42,7 @@ def fold_unknowns(c:dict, unknown:str='wrong') -> dict:
     pos = c['tp'] + c['fn'] + (c['up'] if unknown != 'drop' else 0)    # the questions labelled yes among the n counted
     return dict(tp=tp, fp=fp, tn=tn, fn=fn, n=n, n_all=n_all, correct=correct, n_yes=n_yes, pos=pos)
 
-# %% ../../nbs/foundation/04_metrics.ipynb #1645cbbd
+# %% ../../nbs/foundation/04_metrics.ipynb #1055d450
 def scores(c:dict, unknown:str='wrong') -> dict:
     "POPE's numbers from confusion `c`, unknowns folded in by the policy `unknown`."
     f = fold_unknowns(c, unknown)
