@@ -410,17 +410,13 @@ def exact_tie(rec:Record, ids:dict[str, list[int]]|None=None) -> bool:
     return y is not None and y == n
 
 # %% ../../nbs/foundation/03_readouts.ipynb #07fb7a83
-@register_readout(
-    'pope_parse',
-    'text',
-    'POPE reference parse: "no" if a word before the '
-    'first "." is No/not/no, else "yes"',
-    vector=_text_columns,
-)
+@register_readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before '
+                  'the first "." is No/not/no, else "yes"', vector=_text_columns)
 def pope_parse(rec):
-    words = rec.text.split('.')[0].replace(',', '').split(' ')
+    t = rec.text.split('.')[0].replace(',', '')
+    w = t.split(' ')
     # POPE's rule, kept to rescore with it: anything but a clear no is a yes
-    return 'no' if {'No', 'not', 'no'} & set(words) else 'yes'   # pope-audit: ok
+    return 'no' if ('No' in w or 'not' in w or 'no' in w) else 'yes'  # pope-audit: ok
 
 # %% ../../nbs/foundation/03_readouts.ipynb #b96453d8
 @register_readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"', vector=_text_columns)
