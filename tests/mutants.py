@@ -98,8 +98,8 @@ MUTANTS = [
            ('tests/test_trust_results.py', 'tests/test_registry.py'),
            why='a second readout silently replaces the first'),
     # tokens: merging forms, template checks
-    Mutant('bpe_merge_verdict', TP, "verdict = MERGES if replaced else 'single token' if len(ids) == 1",
-           "verdict = 'single token' if len(ids) == 1", (TP,), why='a merged form counts as a single answer token'),
+    Mutant('bpe_merge_verdict', TP, "verdict = MERGES if replaced else 'single token' if n == 1",
+           "verdict = 'single token' if n == 1", (TP,), why='a merged form counts as a single answer token'),
     Mutant('bpe_merge_join', TJ, "return strip(list(full[n:])), strip(list(base[n:]))", "return strip(list(full[n:])), []", (TJ,),
            why='join_answer never reports the prompt ids a form replaced'),
     Mutant('template_two_slots', TT, "if n != 1: raise InputError", "if n < 1: raise InputError", (TT,),

@@ -10,25 +10,27 @@ from .core import InputError
 from .registry import POLICIES, RESAMPLE
 
 # %% auto #0
-__all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'scores', 'paper_confusion', 'precision_recall_f1', 'score_table', 'counted_yes',
-           'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals', 'bootstrap_ci',
-           'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se', 'design_effect',
-           'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
+__all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'fold_unknowns', 'scores', 'paper_confusion', 'precision_recall_f1',
+           'score_table', 'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals',
+           'bootstrap_ci', 'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se',
+           'design_effect', 'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
 
-# %% ../../nbs/foundation/04_metrics.ipynb #35f61c04
+# %% ../../nbs/foundation/04_metrics.ipynb #10b2bf9a
 def confusion(preds, labels) -> dict[str, int]:
     "Counts `tp, fp, tn, fn` and unknowns on positives (`up`) and negatives (`un`)."
     p, l = np.asarray(preds, dtype=object), np.asarray(labels, dtype=object)
     if len(p) != len(l): raise ValueError(f'{len(p)} predictions for {len(l)} labels')
     pos, yes, no = l == 'yes', p == 'yes', p == 'no'
     unk = ~(yes | no)
-    return dict(tp=int((yes & pos).sum()), fp=int((yes & ~pos).sum()), tn=int((no & ~pos).sum()), fn=int((no & pos).sum()),
+    return dict(tp=int((yes & pos).sum()), fp=int((yes & ~pos).sum()),
+                tn=int((no & ~pos).sum()), fn=int((no & pos).sum()),
                 up=int((unk & pos).sum()), un=int((unk & ~pos).sum()))
 
+# %% ../../nbs/foundation/04_metrics.ipynb #aba87a54
 def _div(a, b): return a / b if b else float('nan')
 
-def scores(c:dict, unknown:str='wrong') -> dict:
-    "Accuracy, precision, recall (TPR), TNR, F1, yes-rate, signed yes-bias and unknown-rate from a confusion, under an unknown-answer policy."
+def fold_unknowns(c:dict, unknown:str='wrong') -> dict:
+    "Confusion `c` with its unknowns folded in by the policy `unknown`: `tp, fp, tn, fn`, the questions counted (`n`, of `n_all`), the correct answers for accuracy, the yes answers (`n_yes`) and the positives among the counted (`pos`)."
     if unknown not in POLICIES: raise InputError(f'unknown-answer policy must be one of {POLICIES}, got {unknown!r}', field='unknown')
     tp, fp, tn, fn, up, un = (c[k] for k in ('tp', 'fp', 'tn', 'fn', 'up', 'un'))
     n_all, n_yes = tp + fp + tn + fn + up + un, tp + fp
@@ -37,10 +39,20 @@ def scores(c:dict, unknown:str='wrong') -> dict:
     elif unknown == 'yes': tp, fp, n_yes = tp + up, fp + un, n_yes + up + un
     n = n_all if unknown != 'drop' else n_all - up - un
     correct = (tp + tn) if unknown not in ('wrong', 'vlmevalkit') else (c['tp'] + c['tn'])
-    p, r = _div(tp, tp + fp), _div(tp, tp + fn)
     pos = c['tp'] + c['fn'] + (c['up'] if unknown != 'drop' else 0)    # the questions labelled yes among the n counted
-    return dict(n=n_all, accuracy=_div(correct, n), precision=p, recall=r, tnr=_div(tn, tn + fp), f1=_div(2 * tp, 2 * tp + fp + fn),
-                yes_rate=_div(n_yes, n), yes_bias=_div(n_yes - pos, n), unknown_rate=_div(up + un, n_all), tp=tp, fp=fp, tn=tn, fn=fn)
+    return dict(tp=tp, fp=fp, tn=tn, fn=fn, n=n, n_all=n_all, correct=correct, n_yes=n_yes, pos=pos)
+
+# %% ../../nbs/foundation/04_metrics.ipynb #1055d450
+def scores(c:dict, unknown:str='wrong') -> dict:
+    "POPE's numbers from confusion `c`, unknowns folded in by the policy `unknown`."
+    f = fold_unknowns(c, unknown)
+    tp, fp, tn, fn, n = f['tp'], f['fp'], f['tn'], f['fn'], f['n']
+    n_all, n_yes, pos, up, un = f['n_all'], f['n_yes'], f['pos'], c['up'], c['un']
+    return dict(n=n_all, accuracy=_div(f['correct'], n), precision=_div(tp, tp + fp),
+                recall=_div(tp, tp + fn), tnr=_div(tn, tn + fp),
+                f1=_div(2 * tp, 2 * tp + fp + fn), yes_rate=_div(n_yes, n),
+                yes_bias=_div(n_yes - pos, n), unknown_rate=_div(up + un, n_all),
+                tp=tp, fp=fp, tn=tn, fn=fn)
 
 # %% ../../nbs/foundation/04_metrics.ipynb #2187e55b
 from .paper import PAPER   # the paper's published figures have one home (00a_paper)

@@ -16,13 +16,32 @@ from .joins import FORMS, token_text, surface_ids, encoded_join, join_answer, la
 from .chat import chat_prompt, chat_template_of
 
 # %% auto #0
-__all__ = ['MERGES', 'Probe', 'LLAVA_TWO', 'LLAVA_EIGHT', 'ProbeResult', 'probe', 'check_ids', 'probe_text', 'plain_encoders',
-           'parity', 'parity_templates', 'parity_rows', 'parity_table']
+__all__ = ['MERGES', 'Probe', 'LLAVA_TWO', 'LLAVA_EIGHT', 'answer_row', 'derived_set', 'ProbeResult', 'probe', 'check_ids',
+           'probe_text', 'plain_encoders', 'parity', 'parity_templates', 'parity_rows', 'parity_table']
 
-# %% ../../nbs/foundation/02e_probe.ipynb #0e7301fb
+# %% ../../nbs/foundation/02e_probe.ipynb #6add0fcc
 # the probe's verdict for an answer form that merges with the prompt's end
 MERGES = 'merges with the prompt end'
 
+# %% ../../nbs/foundation/02e_probe.ipynb #bfcb85ac
+def answer_row(tok, prompt:str, label:str, form:str, sep:str, used:bool) -> dict:
+    "What answer `form` (of `label`), joined to `prompt` with `sep`, adds there."
+    ids, replaced = join_answer(tok, prompt, sep + form)
+    n = len(ids)
+    verdict = MERGES if replaced else 'single token' if n == 1 else f'{n} tokens'
+    names = lambda some: ' '.join(tok.convert_ids_to_tokens(some))
+    return dict(form=form, label=label, joining=repr(sep + form), ids=tuple(ids),
+                tokens=names(ids), merged=names(replaced), verdict=verdict,
+                single=verdict == 'single token', used=used)
+
+# %% ../../nbs/foundation/02e_probe.ipynb #ac272fcb
+def derived_set(answers:pd.DataFrame, forms=FORMS) -> dict[str, list[int]]:
+    "Per label, the ids of its forms that are one token at the answer position."
+    use = answers[answers.used & answers.single]
+    ids = lambda k: sorted({r.ids[0] for r in use.itertuples() if r.label == k})
+    return {k: ids(k) for k in forms}
+
+# %% ../../nbs/foundation/02e_probe.ipynb #0e7301fb
 @dataclass
 class ProbeResult:
     "What a tokenizer does with yes/no answers under one template."
@@ -54,12 +73,6 @@ class ProbeResult:
 
 Probe = ProbeResult   # the class's earlier name, still importable
 
-def _answer_row(tok, prompt, label, form, sep, used) -> dict:
-    ids, replaced = join_answer(tok, prompt, sep + form)
-    verdict = MERGES if replaced else 'single token' if len(ids) == 1 else f'{len(ids)} tokens'
-    return dict(form=form, label=label, joining=repr(sep + form), ids=tuple(ids), tokens=' '.join(tok.convert_ids_to_tokens(ids)),
-                merged=' '.join(tok.convert_ids_to_tokens(replaced)), verdict=verdict, single=verdict == 'single token', used=used)
-
 def _ids_under(answers:pd.DataFrame, sep:str) -> str:
     "What each form gets under one joining: `'Yes' 9454 (single token), …`."
     return ', '.join(f"{r.joining} {' '.join(map(str, r.ids))} ({r.verdict})" for r in answers.itertuples() if literal_eval(r.joining) == sep + r.form)
@@ -80,10 +93,9 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
     rule = {'--join': f'--join {sep!r}', 'the chat template': chat and chat.rule, 'the last-token rule': last_rule,
             'the preset': f'the preset {t.name!r}' + (f' ({t.source})' if t.source else '')}[decider]
     t = replace(t, answer_sep=sep)
-    answers = pd.DataFrame([_answer_row(tok, prompt, label, f, s, s == sep) for label, fs in forms.items()
+    answers = pd.DataFrame([answer_row(tok, prompt, label, f, s, s == sep) for label, fs in forms.items()
                             for f in fs for s in dict.fromkeys([sep, '' if sep else ' '])])
-    use = answers[answers.used & answers.single]
-    derived = {k: sorted({r.ids[0] for r in use.itertuples() if r.label == k}) for k in forms}
+    derived = derived_set(answers, forms)
     notes = [*getattr(tok, 'load_notes', []), *(chat.notes if chat else [])]     # how the tokenizer was built, then the chat template's
     for who, s in joins.items():
         if s is not None and s != sep:
@@ -97,10 +109,13 @@ def probe(tok, template:str|Template='llava15', question:str='Is there a dog in 
     return ProbeResult(name or getattr(tok, 'name_or_path', '') or type(tok).__name__, t, question, answers, surface, derived, len(tok), texts,
                  rule, notes, None if chat is None else dict(source=chat.source, settings=chat.settings, scaffold=chat.scaffold), think=think or '')
 
-# %% ../../nbs/foundation/02e_probe.ipynb #bcc20ef2
-LLAVA_TWO = {'yes': [3582], 'no': [1217]}      # the audited reference evaluator, kept to audit it  # pope-audit: ok
-LLAVA_EIGHT = {'yes': [3582, 8241, 4874, 3869], 'no': [1217, 3782, 694, 1939]}  # the paper's fix (LLaMA vocab)
+# %% ../../nbs/foundation/02e_probe.ipynb #785c23ac
+# the audited reference evaluator's two ids (LLaMA vocabulary), kept to audit it
+LLAVA_TWO = {'yes': [3582], 'no': [1217]}  # pope-audit: ok
+# the paper's fix: all eight surface forms (LLaMA vocabulary)
+LLAVA_EIGHT = {'yes': [3582, 8241, 4874, 3869], 'no': [1217, 3782, 694, 1939]}
 
+# %% ../../nbs/foundation/02e_probe.ipynb #fd5c837b
 def check_ids(pr:ProbeResult, ids:dict[str, list[int]], tok=None) -> pd.DataFrame:
     "For each id in `{'yes': [...], 'no': [...]}`: what it spells here and whether it can occur at the answer position."
     at_answer = {i for v in pr.derived.values() for i in v}

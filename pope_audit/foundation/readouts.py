@@ -17,10 +17,10 @@ from .registry import READOUTS, CORRECTIONS, TIE_RULES
 
 # %% auto #0
 __all__ = ['SCHEMA', 'CORRECTION_METHODS', 'readout', 'CODES', 'LABELS', 'SCOPED', 'Record', 'check_tie', 'Readout',
-           'register_readout', 'CorrectionReadout', 'correction_readout', 'correction_labels', 'Block', 'compare',
-           'top_k_maxima', 'max_readout', 'exact_tie', 'margin', 'two_token', 'eight_token', 'derived',
-           'aggregate_readout', 'surface_sum', 'surface_mass', 'greedy', 'pope_parse', 'lmms_exact', 'vqa_punct',
-           'vlmeval_yorn', 'repope', 'applicable']
+           'register_readout', 'CorrectionReadout', 'correction_readout', 'correction_labels', 'Block', 'max_readout',
+           'two_token', 'eight_token', 'derived', 'compare', 'aggregate_readout', 'surface_sum', 'surface_mass',
+           'greedy', 'margin', 'top_k_maxima', 'exact_tie', 'pope_parse', 'lmms_exact', 'vqa_punct', 'vlmeval_yorn',
+           'repope', 'applicable']
 
 # %% ../../nbs/foundation/03_readouts.ipynb #8de4a77a
 # the record format, written into every record
@@ -309,64 +309,49 @@ def _text_columns(b:Block, ro:Readout) -> np.ndarray:
     "A rule of the answer text alone on every record (-1 without a text), once per distinct text."
     return np.array([CODES[ro(Record('', 0, '', '', 'yes', text=t))] for t in b.texts] + [-1], np.int8)[b.tkey]
 
-# %% ../../nbs/foundation/03_readouts.ipynb #e57428f6
+# %% ../../nbs/foundation/03_readouts.ipynb #1f57028a
 def _max(logits, ids):
     "The largest logit over `ids`, or None if any id of them has no logit (the missing one might be the largest)."
     vals = [logits[i] for i in ids or [] if logits is not None and i in logits]
     return max(vals) if vals and len(vals) == len(ids) else None
 
+# %% ../../nbs/foundation/03_readouts.ipynb #93c971ae
+def max_readout(rec:Record, ids:dict[str, list[int]]|None, tie:str='decoder') -> str:
+    "Max yes-logit vs max no-logit over `ids`; an exact tie goes by the rule `tie`."
+    check_tie(tie)
+    if not ids or not ids.get('yes') or not ids.get('no'): return 'unknown'
+    y, n = _max(rec.logits, ids['yes']), _max(rec.logits, ids['no'])
+    # an id without a logit: unknown, unless a served record's top-k decides
+    if y is None or n is None: return _served_max(rec, ids, tie)
+    if y != n: return 'yes' if y > n else 'no'
+    if tie == 'ge': return 'yes'                  # the paper's "max yes >= max no"
+    # argmax: the first index among equal maxima
+    low = min(i for i in [*ids['yes'], *ids['no']] if rec.logits.get(i) == y)
+    return 'yes' if low in ids['yes'] else 'no'
+
+# %% ../../nbs/foundation/03_readouts.ipynb #369ef793
+@register_readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` '
+                  '(the audited reference evaluator; LLaMA ids)', tie_sensitive=True,
+                  vector=functools.partial(_max_columns, ids=LLAVA_TWO))
+def two_token(rec, tie='decoder'): return max_readout(rec, LLAVA_TWO, tie)
+
+# %% ../../nbs/foundation/03_readouts.ipynb #6bb9d443
+@register_readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four "
+                  "no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True,
+                  vector=functools.partial(_max_columns, ids=LLAVA_EIGHT))
+def eight_token(rec, tie='decoder'): return max_readout(rec, LLAVA_EIGHT, tie)
+
+# %% ../../nbs/foundation/03_readouts.ipynb #e2cd7a78
+@register_readout('derived', 'logits', "max over the ids the model's own tokenizer "
+                  "puts at the answer position (recommended)", tie_sensitive=True,
+                  vector=_max_columns)
+def derived(rec, tie='decoder'): return max_readout(rec, rec.derived, tie)
+
+# %% ../../nbs/foundation/03_readouts.ipynb #42a14c38
 def compare(a:float|None, b:float|None) -> str:
     "`'yes'` if a ≥ b, `'no'` if a < b, `'unknown'` if either is missing (the aggregate contrasts' rule)."
     if a is None or b is None: return 'unknown'
     return 'yes' if a >= b else 'no'
-
-def top_k_maxima(rec:Record, ids:dict[str, list[int]]) -> tuple[float|None, float|None, float]:
-    "A served record's max yes and max no over `ids` as far as its top-k fixes them (None: no id of that side came back), and the floor, the lowest logprob returned: an id that did not come back lies at or below it, so a side with any id back has its exact max."
-    floor = min(t[1] for t in rec.served['tokens'])
-    back = {k: [rec.logits[i] for i in ids[k] if i in (rec.logits or {})] for k in ('yes', 'no')}
-    return max(back['yes'], default=None), max(back['no'], default=None), floor
-
-def max_readout(rec:Record, ids:dict[str, list[int]]|None, tie:str='decoder') -> str:
-    "Max yes-logit vs max no-logit over `ids`; an exact tie goes to the lowest tying id (`'decoder'`) or to yes (`'ge'`)."
-    check_tie(tie)
-    if not ids or not ids.get('yes') or not ids.get('no'): return 'unknown'
-    y, n = _max(rec.logits, ids['yes']), _max(rec.logits, ids['no'])
-    if (y is None or n is None) and rec.served and rec.served.get('tokens'):
-        y, n, floor = top_k_maxima(rec, ids)
-        if y is None or n is None:           # no id of one side came back: it lies at or below the floor, so the other side wins if above it
-            other = y if n is None else n
-            return 'unknown' if other is None or other <= floor else 'yes' if n is None else 'no'
-    if y is None or n is None: return 'unknown'
-    if y != n: return 'yes' if y > n else 'no'
-    if tie == 'ge': return 'yes'
-    low = min(i for i in [*ids['yes'], *ids['no']] if rec.logits.get(i) == y)   # argmax: the first index among equal maxima
-    return 'yes' if low in ids['yes'] else 'no'
-
-def exact_tie(rec:Record, ids:dict[str, list[int]]|None=None) -> bool:
-    "Is the max yes-logit exactly equal to the max no-logit over `ids` (default: the record's derived set)?"
-    ids = ids or rec.derived
-    if not ids: return False
-    y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
-    return y is not None and y == n
-
-def margin(rec:Record, ids:dict[str, list[int]]|None=None) -> float|None:
-    "Max yes-logit minus max no-logit over `ids` (default: the record's derived set, as the runner stores in `rec.margin`)."
-    ids = ids or rec.derived
-    if not ids: return None
-    y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
-    return None if y is None or n is None else y - n
-
-@register_readout('two_token', 'logits', 'logit of 3582 `yes` vs 1217 `no` (the audited reference evaluator; LLaMA ids)', tie_sensitive=True,
-                  vector=functools.partial(_max_columns, ids=LLAVA_TWO))
-def two_token(rec, tie='decoder'): return max_readout(rec, LLAVA_TWO, tie)
-
-@register_readout('eight_token', 'logits', "max over LLaMA's four yes ids vs its four no ids (the paper's fix; LLaMA vocabulary only)", tie_sensitive=True,
-                  vector=functools.partial(_max_columns, ids=LLAVA_EIGHT))
-def eight_token(rec, tie='decoder'): return max_readout(rec, LLAVA_EIGHT, tie)
-
-@register_readout('derived', 'logits', "max over the ids the model's own tokenizer puts at the answer position (recommended)", tie_sensitive=True,
-                  vector=_max_columns)
-def derived(rec, tie='decoder'): return max_readout(rec, rec.derived, tie)
 
 def _lse(xs): m = max(xs); return m + math.log(sum(math.exp(x - m) for x in xs))
 
@@ -392,13 +377,48 @@ def greedy(rec):
                 if rec.greedy_id in ids.get(k, []): return k
     return 'unknown'
 
-# %% ../../nbs/foundation/03_readouts.ipynb #be852db3
-@register_readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before the first "." is No/not/no, else "yes"', vector=_text_columns)
+# %% ../../nbs/foundation/03_readouts.ipynb #4f6405b8
+def margin(rec:Record, ids:dict[str, list[int]]|None=None) -> float|None:
+    "Max yes-logit minus max no-logit over `ids` (default: the record's derived set, as the runner stores in `rec.margin`)."
+    ids = ids or rec.derived
+    if not ids: return None
+    y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
+    return None if y is None or n is None else y - n
+
+# %% ../../nbs/foundation/03_readouts.ipynb #0003c2e6
+def top_k_maxima(rec:Record, ids:dict[str, list[int]]) -> tuple[float|None, float|None, float]:
+    "A served record's max yes and max no over `ids` as far as its top-k fixes them (None: no id of that side came back), and the floor, the lowest logprob returned: an id that did not come back lies at or below it, so a side with any id back has its exact max."
+    floor = min(t[1] for t in rec.served['tokens'])
+    back = {k: [rec.logits[i] for i in ids[k] if i in (rec.logits or {})] for k in ('yes', 'no')}
+    return max(back['yes'], default=None), max(back['no'], default=None), floor
+
+def _served_max(rec:Record, ids:dict[str, list[int]], tie:str='decoder') -> str:
+    "`max_readout` of a record missing some of `ids`: decided where a served record's top-k fixes the maxima, else unknown."
+    if not (rec.served and rec.served.get('tokens')): return 'unknown'
+    y, n, floor = top_k_maxima(rec, ids)
+    if y is not None and n is not None:     # each side's maximum came back: decide on the ids that did
+        return max_readout(rec, {k: [i for i in ids[k] if i in rec.logits] for k in ('yes', 'no')}, tie)
+    other = y if n is None else n           # no id of one side came back: it lies at or below the floor, so the other side wins if above it
+    return 'unknown' if other is None or other <= floor else 'yes' if n is None else 'no'
+
+# %% ../../nbs/foundation/03_readouts.ipynb #300c5751
+def exact_tie(rec:Record, ids:dict[str, list[int]]|None=None) -> bool:
+    "Is the max yes-logit exactly equal to the max no-logit over `ids` (default: the record's derived set)?"
+    ids = ids or rec.derived
+    if not ids: return False
+    y, n = _max(rec.logits, ids.get('yes')), _max(rec.logits, ids.get('no'))
+    return y is not None and y == n
+
+# %% ../../nbs/foundation/03_readouts.ipynb #07fb7a83
+@register_readout('pope_parse', 'text', 'POPE reference parse: "no" if a word before '
+                  'the first "." is No/not/no, else "yes"', vector=_text_columns)
 def pope_parse(rec):
     t = rec.text.split('.')[0].replace(',', '')
-    words = t.split(' ')
-    return 'no' if ('No' in words or 'not' in words or 'no' in words) else 'yes'   # pope-audit: ok  (POPE's rule, kept to rescore with it)
+    w = t.split(' ')
+    # POPE's rule, kept to rescore with it: anything but a clear no is a yes
+    return 'no' if ('No' in w or 'not' in w or 'no' in w) else 'yes'  # pope-audit: ok
 
+# %% ../../nbs/foundation/03_readouts.ipynb #b96453d8
 @register_readout('lmms_exact', 'text', 'lmms-eval exact match: lower().strip() must equal "yes" or "no"', vector=_text_columns)
 def lmms_exact(rec):
     p = rec.text.lower().strip()

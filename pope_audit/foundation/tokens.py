@@ -8,15 +8,15 @@ __all__ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'CHAT_PRESETS'
            'find_chat_template', 'gguf_without_torch', 'auto_tokenizer', 'class_note', 'load_tokenizer',
            'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'encoded_join',
            'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'trailing_difference',
-           'ChatPrompt', 'chat_prompt', 'ProbeResult', 'Probe', 'probe', 'check_ids', 'probe_text', 'plain_encoders',
-           'parity', 'parity_templates', 'parity_rows', 'parity_table']
+           'ChatPrompt', 'chat_prompt', 'ProbeResult', 'Probe', 'answer_row', 'derived_set', 'probe', 'check_ids',
+           'probe_text', 'plain_encoders', 'parity', 'parity_templates', 'parity_rows', 'parity_table']
 
 # %% ../../nbs/foundation/02_tokens.ipynb #66e387b1
 from .gguf import gguf_metadata, gguf_chat_templates, find_chat_template, gguf_without_torch, auto_tokenizer, class_note, load_tokenizer, shared_tokenizer, CHAT_TEMPLATE_FILES, _named  # moved: the old path still works
 from .templates import Template, SINGLE_WORD, VICUNA_SYSTEM, CHAT_PRESETS, unescape, get_template  # moved: the old path still works
 from .joins import FORMS, JOINS, token_text, surface_ids, encoded_join, join_answer, answer_tokens, last_token_join, check_join  # moved: the old path still works
 from .chat import PINNED_DATE, POSITION_SETTINGS, ChatPrompt, chat_prompt, render_chat, chat_template_of, trailing_difference, _pin_date  # moved: the old path still works
-from .probe import MERGES, LLAVA_TWO, LLAVA_EIGHT, ProbeResult, Probe, probe, check_ids, probe_text, plain_encoders, parity, parity_templates, parity_rows, parity_table  # moved: the old path still works
+from .probe import MERGES, LLAVA_TWO, LLAVA_EIGHT, ProbeResult, Probe, answer_row, derived_set, probe, check_ids, probe_text, plain_encoders, parity, parity_templates, parity_rows, parity_table  # moved: the old path still works
 from .registry import TEMPLATES  # the presets, registered by pope_audit.foundation.templates as it is imported
 # what `from pope_audit.foundation.tokens import *` gives, as before the split
-_all_ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE', 'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_metadata', 'gguf_chat_templates', 'find_chat_template', 'gguf_without_torch', 'auto_tokenizer', 'class_note', 'load_tokenizer', 'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'encoded_join', 'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'trailing_difference', 'ChatPrompt', 'chat_prompt', 'ProbeResult', 'Probe', 'probe', 'check_ids', 'probe_text', 'plain_encoders', 'parity', 'parity_templates', 'parity_rows', 'parity_table']
+_all_ = ['CHAT_TEMPLATE_FILES', 'SINGLE_WORD', 'VICUNA_SYSTEM', 'CHAT_PRESETS', 'FORMS', 'JOINS', 'PINNED_DATE', 'POSITION_SETTINGS', 'MERGES', 'LLAVA_TWO', 'LLAVA_EIGHT', 'gguf_metadata', 'gguf_chat_templates', 'find_chat_template', 'gguf_without_torch', 'auto_tokenizer', 'class_note', 'load_tokenizer', 'shared_tokenizer', 'Template', 'unescape', 'get_template', 'token_text', 'surface_ids', 'encoded_join', 'join_answer', 'answer_tokens', 'last_token_join', 'check_join', 'chat_template_of', 'trailing_difference', 'ChatPrompt', 'chat_prompt', 'ProbeResult', 'Probe', 'answer_row', 'derived_set', 'probe', 'check_ids', 'probe_text', 'plain_encoders', 'parity', 'parity_templates', 'parity_rows', 'parity_table']
