@@ -21,15 +21,16 @@ from ..appendix.controls import auroc
 __all__ = ['NOUN', 'TINY_CLIP', 'SPECIAL', 'PROMPT_WORDS', 'PROMPTS', 'CLIP_ASSET', 'REAL_CLIP', 'object_noun', 'crop_boxes',
            'crops', 'clip_tokenizer', 'clip_image_processor', 'tiny_clip', 'features', 'crop_labels', 'ClipData',
            'multi_positive', 'train_tiny_clip', 'ClipScorer', 'heldout_max_cos', 'calibrate', 'tiny_clip_dir',
-           'build_tiny_clip', 'load_clip', 'is_tiny_vlm', 'ClipCertainty']
+           'build_tiny_clip', 'load_clip', 'is_tiny_vlm', 'certainty_tau', 'ClipCertainty']
 
 # %% ../../nbs/corrections/15b_clip.ipynb #ac9731a2
 # the object named by a POPE question
 NOUN = re.compile(r'\bis\s+there\s+an?\s+(.+?)\s+in\s+the\s+image\b', re.I)
 
+# %% ../../nbs/corrections/15b_clip.ipynb #21084b36
 def object_noun(question:str, # a POPE question
                ) -> str:
-    "The object a POPE question asks about: X in 'Is there a/an X in the image', else the last word."
+    "X of 'Is there a/an X in the image', else the question's last word."
     if m := NOUN.search(question): return m.group(1).strip()
     words = re.findall(r"[\w'-]+", question)
     return words[-1] if words else question.strip()
@@ -218,11 +219,15 @@ def heldout_max_cos(scorer:ClipScorer, # the CLIP to measure
         rows += [dict(image=im['file_name'], noun=c, present=c in there, max_cos=float(v)) for c, v in zip(CLASSES, mc)]
     return pd.DataFrame(rows)
 
+# %% ../../nbs/corrections/15b_clip.ipynb #232d8959
 def calibrate(df:pd.DataFrame, # `heldout_max_cos`'s frame
              ) -> dict:
-    "k and c0 from the medians of the present and absent classes' best cosines, and the AUROC of the best cosine."
-    mp, ma = float(df[df.present].max_cos.median()), float(df[~df.present].max_cos.median())
-    return dict(k=2 * math.log(9) / (mp - ma), c0=(mp + ma) / 2, median_present=mp, median_absent=ma,
+    "k and c0 from the present and absent median best cosines; the cosine's AUROC."
+    mp = float(df[df.present].max_cos.median())
+    ma = float(df[~df.present].max_cos.median())
+    # c = σ(k·(x − c0)) is 0.9 at the present median, 0.1 at the absent one
+    return dict(k=2 * math.log(9) / (mp - ma), c0=(mp + ma) / 2,
+                median_present=mp, median_absent=ma,
                 auroc=auroc(df.max_cos, np.where(df.present, 'yes', 'no')))
 
 # %% ../../nbs/corrections/15b_clip.ipynb #d38769fd
@@ -282,8 +287,17 @@ def is_tiny_vlm(family, # a loaded family (`pope_audit.models.adapters`)
     mine = sha(Path(str(src))/'training.json') if src else None
     return mine is not None and mine in {sha(ASSETS_ROOT/d/'training.json') for d in [*TRAINED.values(), 'smollm2-shapes']}
 
+# %% ../../nbs/corrections/15b_clip.ipynb #78e5237c
+def certainty_tau(best:torch.Tensor, # [Q] best cosine of each noun over the crops
+                  k:float, # the sigmoid's slope
+                  c0:float, # its centre: c = 0.5 there
+                  beta:float, # the largest push towards "no"
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    "The certainty c = σ(k·(best − c0)) and the offset τ = β·(1 − c) ∈ [0, β]."
+    c = torch.sigmoid(k * (best - c0))
+    return c, beta * (1 - c)
 
-
+# %% ../../nbs/corrections/15b_clip.ipynb #3d5060cf
 @register_correction
 class ClipCertainty(Correction):
     "CLIP certainty: τ = β·(1 − c), c = σ(k·(best cosine between the noun and the image's crops − c0))."
@@ -324,15 +338,19 @@ class ClipCertainty(Correction):
         "Load the CLIP now, so that one that cannot be loaded stops the run before anything is written."
         self.scorer(family)
 
-    def certainty(self, family, image, questions:list[str]) -> torch.Tensor:
-        "[Q] c of each question about `image`."
+    def certainty_tau(self, family, image, questions:list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        "[Q] c and τ of each question about `image` (`certainty_tau` of the best cosines)."
         s = self.scorer(family)
         k, c0 = self.constants(s)
-        return torch.sigmoid(k * (s.max_cos(image, [object_noun(q) for q in questions], self.params['grid']) - c0))
+        best = s.max_cos(image, [object_noun(q) for q in questions], self.params['grid'])
+        return certainty_tau(best, k, c0, float(self.params['beta']))
+
+    def certainty(self, family, image, questions:list[str]) -> torch.Tensor:
+        "[Q] c of each question about `image`."
+        return self.certainty_tau(family, image, questions)[0]
 
     def image(self, w:ImageWork):
         "Δ, τ = β(1 − c), τ without a constraint (the same), never frozen, and the certainty c."
         delta = yes_no_margin(w.z, w.engine.family.readout_ids)
-        c = self.certainty(w.engine.family, w.image, w.questions)
-        tau = float(self.params['beta']) * (1 - c)
+        c, tau = self.certainty_tau(w.engine.family, w.image, w.questions)
         return dict(delta=delta, tau=tau, tau_free=tau.clone(), frozen=torch.zeros(len(c), dtype=torch.bool), certainty=c)

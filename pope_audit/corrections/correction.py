@@ -29,36 +29,43 @@ def yes_no_margin(v:torch.Tensor, # [..., V] logits (−inf where masked)
     "R(v): max yes-logit minus max no-logit over `ids`, per row."
     return v[..., ids['yes']].max(-1).values - v[..., ids['no']].max(-1).values
 
+# %% ../../nbs/corrections/14_correction.ipynb #162b5af3
 def apc_keep(z:torch.Tensor, # [B, V] baseline logits
              beta:float, # the constraint's β (keep p_i ≥ β·max p)
             ) -> torch.Tensor:
-    "Ids the adaptive plausibility constraint keeps: logit within ln β of the row's maximum."
+    "Ids the plausibility constraint keeps: logit within ln β of the row's maximum."
     return z >= z.max(-1, keepdim=True).values + math.log(beta)
 
+# %% ../../nbs/corrections/14_correction.ipynb #05b49315
 def corrected_logits(z:torch.Tensor, # [B, V] baseline logits
                      z_cf:torch.Tensor, # [B, V] counterfactual logits
                      alpha:float, # contrast weight α
                      apc_beta:float|None=None, # APC β, or None for no constraint
                     ) -> torch.Tensor:
-    "The corrected full-vocabulary logits on the baseline's scale: ((1 + α)·z − α·z_cf) / (1 + α), −inf where the APC cuts."
+    "((1 + α)·z − α·z_cf) / (1 + α) on the full vocabulary, −inf where the APC cuts."
     c = ((1 + alpha) * z - alpha * z_cf) / (1 + alpha)
-    return c if apc_beta is None else c.masked_fill(~apc_keep(z, apc_beta), float('-inf'))
+    if apc_beta is None: return c
+    return c.masked_fill(~apc_keep(z, apc_beta), float('-inf'))
 
+# %% ../../nbs/corrections/14_correction.ipynb #e32dd18a
 def contrast_quantities(z:torch.Tensor, # [B, V] baseline logits
                         z_cf:torch.Tensor, # [B, V] counterfactual logits
                         ids:dict, # the readout's yes/no ids
                         alpha:float, # contrast weight α
                         apc_beta:float|None, # APC β, or None for no constraint
                        ) -> dict[str, torch.Tensor]:
-    "Δ, τ, τ without the APC, the APC-freeze flag and Δ_cf: the readout of the corrected logits, as Δ − τ."
+    "Per row: Δ, τ, τ without the APC, the APC-freeze flag and Δ_cf."
     delta, delta_cf = yes_no_margin(z, ids), yes_no_margin(z_cf, ids)
     tau_free = delta - yes_no_margin(corrected_logits(z, z_cf, alpha), ids)
     if apc_beta is None:
-        return dict(delta=delta, tau=tau_free, tau_free=tau_free, frozen=torch.zeros_like(delta, dtype=torch.bool), delta_cf=delta_cf)
-    keep = apc_keep(z, apc_beta)
-    frozen = ~(keep[:, ids['yes']].any(-1) & keep[:, ids['no']].any(-1))
-    kept = delta - yes_no_margin(corrected_logits(z, z_cf, alpha, apc_beta), ids)
-    return dict(delta=delta, tau=torch.where(frozen, torch.zeros_like(delta), kept), tau_free=tau_free, frozen=frozen, delta_cf=delta_cf)
+        frozen, tau = torch.zeros_like(delta, dtype=torch.bool), tau_free
+    else:
+        keep = apc_keep(z, apc_beta)
+        frozen = ~(keep[:, ids['yes']].any(-1) & keep[:, ids['no']].any(-1))
+        moved = delta - yes_no_margin(corrected_logits(z, z_cf, alpha, apc_beta), ids)
+        tau = torch.where(frozen, torch.zeros_like(delta), moved)   # frozen: baseline
+    return dict(delta=delta, tau=tau, tau_free=tau_free, frozen=frozen,
+                delta_cf=delta_cf)
 
 # %% ../../nbs/corrections/14_correction.ipynb #9d281963
 # what a correction may need from a run, in words

@@ -22,10 +22,12 @@ def layer_range(start:float, # first fraction of depth, in [0, 1)
                 end:float, # end fraction (exclusive), in (start, 1]
                 depth:int, # the model's decoder layers
                ) -> list[int]:
-    "Layers whose centre (l + ½)/depth lies in [start, end); the layer nearest the range's middle if none does."
+    "Layers whose centre (l + ½)/depth is in [start, end); else the nearest one."
     ls = [l for l in range(depth) if start <= (l + 0.5) / depth < end]
-    return ls or [min(range(depth), key=lambda l: abs((l + 0.5) / depth - (start + end) / 2))]
+    mid = (start + end) / 2
+    return ls or [min(range(depth), key=lambda l: abs((l + 0.5) / depth - mid))]
 
+# %% ../../nbs/corrections/15a_grounding.ipynb #f2427242
 LAYERS_32 = {'pai': (2, 32), 'vaf': (9, 15), 'adaptvis': (0, 32), 'ugaa': (0, 32)}   # the originals' [first, end) on 32 layers
 DEPTH = {m: (a / 32, b / 32) for m, (a, b) in LAYERS_32.items()}                    # the same as fractions of depth
 
@@ -67,34 +69,44 @@ def _image_cols(s, sc):
     "[B, keys] True on the image's keys, for a score matrix `s`."
     return sc.image_keys[:, -s.shape[-1]:].to(s.device)
 
+# %% ../../nbs/corrections/15a_grounding.ipynb #102e2913
 class PaiEdit(Route):
     "PAI: on the last query row, after the mask, image scores s ← s + α·|s|."
-    def __init__(self, layers, alpha:float): super().__init__(layers); self.alpha = alpha
+    def __init__(self, layers, alpha:float):
+        super().__init__(layers); self.alpha = alpha
     def post_mask(self, layer, s, sc):
         last = s[:, :, -1:, :]
         img = _image_cols(s, sc)[:, None, None, :]
-        return torch.cat([s[:, :, :-1], torch.where(img, last + self.alpha * last.abs(), last)], 2)
+        lifted = torch.where(img, last + self.alpha * last.abs(), last)
+        return torch.cat([s[:, :, :-1], lifted], 2)
 
+# %% ../../nbs/corrections/15a_grounding.ipynb #73c28ff1
 class VafEdit(Route):
-    "VAF: on query rows after the image, before the mask, image scores ×e and scores of keys before the image ×u."
-    def __init__(self, layers, enhance:float, suppress:float): super().__init__(layers); self.e, self.u = enhance, suppress
+    "VAF: rows after the image, before the mask: image scores ×e, pre-image scores ×u."
+    def __init__(self, layers, enhance:float, suppress:float):
+        super().__init__(layers); self.e, self.u = enhance, suppress
     def pre_mask(self, layer, s, sc):
         k, q = s.shape[-1], s.shape[-2]
         img = _image_cols(s, sc)
         idx = torch.arange(k, device=s.device)
-        last_img = torch.where(img, idx, -1).max(1).values                               # [B]
-        after = (k - q + torch.arange(q, device=s.device))[None] > last_img[:, None]     # [B, q] rows after the image
-        before = img.long().cumsum(1) == 0                                                # [B, k] keys before it
-        f = torch.ones(img.shape, dtype=s.dtype, device=s.device).masked_fill(img, self.e).masked_fill(before, self.u)
+        last_img = torch.where(img, idx, -1).max(1).values          # [B]
+        rows = k - q + torch.arange(q, device=s.device)
+        after = rows[None] > last_img[:, None]           # [B, q] rows after the image
+        before = img.long().cumsum(1) == 0               # [B, k] keys before it
+        f = torch.ones(img.shape, dtype=s.dtype, device=s.device)
+        f = f.masked_fill(img, self.e).masked_fill(before, self.u)
         return torch.where(after[:, None, :, None], s * f[:, None, None, :], s)
 
+# %% ../../nbs/corrections/15a_grounding.ipynb #10586fb0
 class ImageScale(Route):
-    "AdaptVis: on the last query row, before the mask, image scores s ← w·s (w per batch row)."
-    def __init__(self, layers, weight:torch.Tensor): super().__init__(layers); self.w = weight
+    "AdaptVis: on the last query row, before the mask, image scores s ← w·s."
+    def __init__(self, layers, weight:torch.Tensor):
+        super().__init__(layers); self.w = weight
     def pre_mask(self, layer, s, sc):
         last = s[:, :, -1:, :]
         img = _image_cols(s, sc)[:, None, None, :]
-        return torch.cat([s[:, :, :-1], torch.where(img, last * self.w.to(s)[:, None, None, None], last)], 2)
+        scaled = torch.where(img, last * self.w.to(s)[:, None, None, None], last)
+        return torch.cat([s[:, :, :-1], scaled], 2)
 
 # %% ../../nbs/corrections/15a_grounding.ipynb #e0efe6ad
 # words that name a spatial relation
@@ -108,16 +120,18 @@ def word_rows(tokenizer, ids:list[int], words=SPATIAL_WORDS) -> list[int]:
     toks = tokenizer.convert_ids_to_tokens(ids)
     return [i for i, t in enumerate(toks) if isinstance(t, str) and t.lstrip('▁Ġ').lower() in words]
 
-def entropy_certainty(v:torch.Tensor, # [Q, n] attention on the n image tokens (any scale)
+# %% ../../nbs/corrections/15a_grounding.ipynb #860e8df6
+def entropy_certainty(v:torch.Tensor, # [Q, n] attention on the n image tokens
                      ) -> torch.Tensor:
-    "c = 1 − H(p)/ln n, p = v normalised per row; a row with no attention at all has H = 0, so c = 1."
+    "c = 1 − H(p)/ln n, p = v normalised per row; no attention at all: H = 0, c = 1."
     tot = v.sum(-1, keepdim=True)
     p = torch.where(tot > 0, v / tot.clamp(min=1e-30), torch.zeros_like(v))
     h = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
     return (1 - h / math.log(v.shape[-1])).clamp(0, 1)
 
-def magnitude_certainty(v:torch.Tensor, # [Q, n] attention on the n image tokens (mean over heads, rows and layers)
-                        scale:float=10.0, # c = 1 once the mean per token reaches scale/n
+# %% ../../nbs/corrections/15a_grounding.ipynb #6a6c08c0
+def magnitude_certainty(v:torch.Tensor, # [Q, n] attention on the n image tokens (mean)
+                        scale:float=10.0, # c = 1 once the mean reaches scale/n
                        ) -> torch.Tensor:
     "c = min(1, mean attention per image token / (scale/n))."
     return (v.mean(-1) / (scale / v.shape[-1])).clamp(max=1)

@@ -115,21 +115,27 @@ PUBLISHED_CORRECTIONS = pd.DataFrame([
     dict(method='CLIP certainty', beta=1.0, f1=0.8171, precision=0.9072, recall=0.7433),
     dict(method='CLIP certainty', beta=1.5, f1=0.8104, precision=0.9278, recall=0.7193)])
 
+# %% ../../nbs/corrections/15_corrections.ipynb #d84ae2ed
 def counts_from_printed(precision:float, recall:float, f1:float|None=None, # as printed
-                        positives:int=1500, negatives:int=1500, digits:int=4) -> list[tuple[int, int]]:
-    "Every (TP, FP) with TP ≤ positives, FP ≤ negatives whose precision, recall (and F1) round to the printed digits."
-    tp, fp = np.meshgrid(np.arange(positives + 1), np.arange(negatives + 1), indexing='ij')
+                        positives:int=1500, negatives:int=1500, digits:int=4,
+                       ) -> list[tuple[int, int]]:
+    "Every (TP, FP) whose precision, recall (and F1) round to the printed digits."
+    tp, fp = np.meshgrid(np.arange(positives + 1), np.arange(negatives + 1),
+                         indexing='ij')
     with np.errstate(invalid='ignore', divide='ignore'):
-        vals = [(tp / (tp + fp), precision), (tp / positives, recall)] + ([(2 * tp / (tp + fp + positives), f1)] if f1 is not None else [])
+        vals = [(tp / (tp + fp), precision), (tp / positives, recall)]
+        if f1 is not None: vals.append((2 * tp / (tp + fp + positives), f1))
     half = 0.5 * 10 ** -digits + 1e-12
     ok = np.logical_and.reduce([np.abs(v - p) <= half for v, p in vals])
     fmt = lambda x: f'{x:.{digits}f}'
     out = []
-    for a, b in zip(tp[ok].tolist(), fp[ok].tolist()):      # confirm with the printed rounding itself
-        if fmt(a / (a + b)) == fmt(precision) and fmt(a / positives) == fmt(recall) and (f1 is None or fmt(2 * a / (a + b + positives)) == fmt(f1)):
+    for a, b in zip(tp[ok].tolist(), fp[ok].tolist()):     # confirm: printed rounding
+        p, r, f = fmt(a / (a + b)), fmt(a / positives), fmt(2 * a / (a + b + positives))
+        if p == fmt(precision) and r == fmt(recall) and (f1 is None or f == fmt(f1)):
             out.append((a, b))
     return out
 
+# %% ../../nbs/corrections/15_corrections.ipynb #5e279013
 def published_flip_accounting(table:pd.DataFrame|None=None, # the published figures; default `PUBLISHED_CORRECTIONS`
                              ) -> pd.DataFrame:
     "Per published figure: the unique (TP, FP), the false positives removed and true positives lost against the baseline, and what winning would have needed."

@@ -40,13 +40,16 @@ VERDICTS = {
     'outside': 'an id lies outside this vocabulary: the readout cannot run',
 }
 
+# %% ../../nbs/interface/16_audit.ipynb #9cc10401
 def transfer_verdict(check:pd.DataFrame) -> str:
     "One of `VERDICTS` for the rows `check_ids` gave for one id set."
     v = check.verdict
     if v.eq('outside this vocabulary').any(): return 'outside'
     if v.str.startswith('spells').any(): return 'inverted'
-    if all((check[check.label == k].verdict == 'answer position').any() for k in check.label.unique()): return 'transfers'
-    return 'excluded' if (v.eq('answer position') | v.str.startswith('excluded')).any() else 'unrelated'
+    starts = lambda k: (check[check.label == k].verdict == 'answer position').any()
+    if all(starts(k) for k in check.label.unique()): return 'transfers'
+    spelled = v.eq('answer position') | v.str.startswith('excluded')
+    return 'excluded' if spelled.any() else 'unrelated'
 
 # %% ../../nbs/interface/16_audit.ipynb #09b705c7
 def model_probe(src:str, # hub id or local folder

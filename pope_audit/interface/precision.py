@@ -58,9 +58,11 @@ def cpu_4bit_accepts(width:int, # in and out features of the test layer
 
 # %% ../../nbs/interface/17_precision.ipynb #a4e058dc
 def flips(ref, other) -> dict[str, int]:
-    "Decisions changed from `ref` to `other`: yes→no, no→yes, and every change (unknowns included)."
+    "Decisions changed from `ref` to `other`: yes→no, no→yes, any change."
     a, b = np.asarray(ref, dtype=object), np.asarray(other, dtype=object)
-    return dict(yes_to_no=int(((a == 'yes') & (b == 'no')).sum()), no_to_yes=int(((a == 'no') & (b == 'yes')).sum()), changed=int((a != b).sum()))
+    return dict(yes_to_no=int(((a == 'yes') & (b == 'no')).sum()),
+                no_to_yes=int(((a == 'no') & (b == 'yes')).sum()),
+                changed=int((a != b).sum()))
 
 # %% ../../nbs/interface/17_precision.ipynb #9685e742
 # readout -> the ids its margin compares, per record
@@ -265,9 +267,10 @@ P_7B, KEEP_7B = 7.06e9, 2 * 32064 * 4096   # LLaVA-1.5-7B parameters; embeddings
 GIB_7B = {'fp32': 4 * P_7B / 2**30, 'bf16': 2 * P_7B / 2**30, 'fp16': 2 * P_7B / 2**30,
           'int8': (P_7B - KEEP_7B + 2 * KEEP_7B) / 2**30, 'nf4': 3.76}   # weight GiB; nf4 as measured in adapters.md §9
 
+# %% ../../nbs/interface/17_precision.ipynb #ad3da878
 def modes_that_fit(gib:float, # GPU memory
                    weights:dict=GIB_7B, # weight memory per mode
-                   overhead:float=1.2, # CUDA context, prefix cache and activations (GiB)
+                   overhead:float=1.2, # CUDA context, prefix cache, activations (GiB)
                   ) -> list[str]:
     "The modes whose weights plus `overhead` fit in `gib`."
     return [m for m, w in weights.items() if w + overhead <= gib]
