@@ -139,7 +139,8 @@ def probe_text(pr:ProbeResult, check:pd.DataFrame|None=None) -> str:
     if pr.choice: lines.append(f'template chosen: {pr.choice}')
     if pr.chat: lines.append(f"chat template: {pr.chat['source']}; settings {pr.chat['settings'] or 'none'}; scaffolding before the answer {pr.chat['scaffold']!r}")
     lines += [f'answer joins the prompt with {pr.template.sep!r}, decided by {pr.join_rule or "the template"}', '',
-              'answer position (ids each form adds; a merge lists the prompt tokens it replaced):', pr.answers.to_string(index=False), '', 'surface forms in the vocabulary:']
+              'answer position (ids each form adds; a merge lists the prompt tokens it replaced):',
+              pr.answers.assign(ids=pr.answers.ids.map(lambda t: ' '.join(map(str, t)))).to_string(index=False), '', 'surface forms in the vocabulary:']
     for k, v in pr.surface.items(): lines.append(f'  {k}: ' + ', '.join(f'{i} {pr.texts[i]!r}' for i in v))
     lines += ['', 'derived readout set (single tokens at the answer position):']
     for k, v in pr.derived.items(): lines.append(f'  {k}: ' + ', '.join(f'{i} {pr.texts[i]!r}' for i in v))
