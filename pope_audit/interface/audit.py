@@ -21,8 +21,8 @@ from ..benchmarks.synthetic import synthetic_benchmark
 # %% auto #0
 __all__ = ['TRANSFERRED', 'AUDIT_READOUTS', 'READOUT_NAMES', 'VERDICTS', 'ALL_YES_F1', 'transfer_verdict', 'model_probe',
            'transfer_check', 'transfer_warnings', 'precision_label', 'greedy_seen', 'audit_rows', 'manifest_probe',
-           'audit_table', 'audit_markdown', 'plot_audit', 'stderr_printer', 'real_weights_notes', 'audit',
-           'shipped_models', 'audit_demo']
+           'audit_table', 'audit_frame', 'audit_markdown', 'plot_audit', 'stderr_printer', 'real_weights_notes',
+           'audit', 'shipped_models', 'audit_demo']
 
 # %% ../../nbs/interface/16_audit.ipynb #a92b0733
 TRANSFERRED = {'two_token': LLAVA_TWO, 'eight_token': LLAVA_EIGHT}   # readouts that carry LLaVA-1.5's ids to any model
@@ -157,8 +157,8 @@ def audit_table(runs:dict[str, str|os.PathLike]|list, # run folders, or name →
         relabel = read_relabel(relabel)              # read once for every run
     return pd.concat([audit_rows(r, n, unknown, relabel) for n, r in runs.items()], ignore_index=True)
 
-def audit_markdown(t:pd.DataFrame) -> str:
-    "Per model and split: `F1 (yes-rate)` under each readout (`→ F1` under relabelled labels, when scored) (flagged where its ids do not transfer), the precision, the question set and the greedy tokens."
+def audit_frame(t:pd.DataFrame) -> pd.DataFrame:
+    "The paper's layout as a frame: per model and split, `F1 (yes-rate)` under each readout (`→ F1` under relabelled labels, when scored) (flagged where its ids do not transfer), the precision, the question set and the greedy tokens."
     flag = t.transfer.fillna('') if 'transfer' in t.columns else pd.Series('', index=t.index)
     rel = t.f1_relabelled if 'f1_relabelled' in t.columns else pd.Series(float('nan'), index=t.index)
     cell = t.assign(cell=[f'{f:.4f} ({y:.3f})' + (f' → {r:.4f}' if r == r else '') + (f' [{v}]' if v not in ('', 'transfers') else '')
@@ -167,8 +167,11 @@ def audit_markdown(t:pd.DataFrame) -> str:
     wide = wide[[r for r in AUDIT_READOUTS if r in wide.columns]].rename(columns=READOUT_NAMES)
     info = t.groupby(['model', 'split'], sort=False)[['precision', 'questions', 'greedy_seen']].first()
     info['questions'] = info.questions.str[:12]
-    out = wide.join(info).loc[list(info.index)].reset_index().rename(columns={'questions': 'question set', 'greedy_seen': 'greedy tokens seen'})
-    return md_table(out)
+    return wide.join(info).loc[list(info.index)].reset_index().rename(columns={'questions': 'question set', 'greedy_seen': 'greedy tokens seen'})
+
+def audit_markdown(t:pd.DataFrame) -> str:
+    "`audit_frame` as a Markdown table."
+    return md_table(audit_frame(t))
 
 # %% ../../nbs/interface/16_audit.ipynb #aca52d89
 ALL_YES_F1 = 2 / 3   # F1 of answering yes to everything on a balanced split (precision 0.5, recall 1): no better than no model
