@@ -13,7 +13,8 @@ from .registry import POLICIES, RESAMPLE
 __all__ = ['METRIC_COLS', 'RATIOS', 'confusion', 'fold_unknowns', 'scores', 'paper_confusion', 'precision_recall_f1',
            'score_table', 'counted_yes', 'count_matrix', 'metric_of', 'cluster_codes', 'image_clusters', 'boot_totals',
            'bootstrap_ci', 'percentile_interval', 'mcnemar_test', 'linearised', 'clustered_var', 'metric_se',
-           'design_effect', 'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'clustered_mcnemar', 'running_f1']
+           'design_effect', 'diff_se', 'min_detectable', 'paired_boot', 'diff_ci', 'paper_gaps', 'clustered_mcnemar',
+           'running_f1']
 
 # %% ../../nbs/foundation/04_metrics.ipynb #10b2bf9a
 def confusion(preds, labels) -> dict[str, int]:
@@ -247,6 +248,23 @@ def diff_ci(preds_a, preds_b, labels, metric:str='f1', n_boot:int=2000, alpha:fl
     d = float(metric_of(count_matrix(preds_a, labels).sum(0), metric) - metric_of(count_matrix(preds_b, labels).sum(0), metric))
     if not n_boot: return d, float('nan'), float('nan')
     return (d, *percentile_interval(b[0] - b[1], alpha))
+
+# %% ../../nbs/foundation/04_metrics.ipynb #pgap-def
+def paper_gaps(n_boot:int=0, # resamples for the gap's interval (0: no interval)
+               seed:int=0) -> pd.DataFrame:
+    "Per split, the paper's two readouts' F1 on its own records and their gap, in points."
+    from pope_audit.foundation.paper import paper_records
+    rows = []
+    for s in ('adversarial', 'popular', 'random'):
+        r = paper_records(s)
+        e, t = (scores(confusion(r[n], r.label))['f1'] for n in ('eight_token', 'two_token'))
+        row = dict(split=s, f1_eight=e, f1_two=t, gap=100 * (e - t))
+        if n_boot:
+            _, lo, hi = diff_ci(r.eight_token, r.two_token, r.label, n_boot=n_boot, seed=seed,
+                               clusters=r.image)
+            row.update(lo=100 * lo, hi=100 * hi)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 # %% ../../nbs/foundation/04_metrics.ipynb #3ab5f150
 def clustered_mcnemar(preds_a, preds_b, labels, clusters=None) -> dict:
